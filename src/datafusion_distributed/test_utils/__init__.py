@@ -1,0 +1,1 @@
+"""Fixtures shared by tests and benchmarks: TPC-H data, result comparison, in-process clusters."""
