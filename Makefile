@@ -1,0 +1,46 @@
+# Everything sets itself up on a fresh clone: the first target run creates .venv and
+# installs the package (editable) with its development extra; later runs skip that step
+# until pyproject.toml changes.
+
+PYTHON ?= python3
+VENV ?= .venv
+VENV_PYTHON := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: all setup demo test test-all lint format clean-data
+
+all: test
+
+$(VENV_PYTHON):
+	$(PYTHON) -m venv $(VENV)
+
+$(INSTALLED): pyproject.toml | $(VENV_PYTHON)
+	$(VENV_PYTHON) -m pip install --quiet --upgrade pip
+	$(VENV_PYTHON) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(INSTALLED)
+
+demo: $(INSTALLED)
+	$(VENV_PYTHON) examples/demo.py
+
+test: $(INSTALLED)
+	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(INSTALLED)
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(INSTALLED)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# Generated TPC-H data is cached under data/ (or $$DATAFUSION_DISTRIBUTED_DATA).
+clean-data:
+	rm -rf data/tpch
