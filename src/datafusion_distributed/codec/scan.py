@@ -1,0 +1,125 @@
+"""File scans inside plan bytes: read their file groups, keep a subset, build input leaves.
+
+A DataFusion file scan (`DataSourceExec`) serialises as a PhysicalPlanNode whose oneof holds a
+`*ScanExecNode`; its `base_conf` lists file groups, one per output partition. Keeping a subset
+of the groups restricts the scan to those partitions (the upstream's PartitionIsolator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import fields as F
+from .wire import LEN, Field, WireError, encode_len_field, encode_varint_field, iter_fields
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """One file (or byte range of a file) that a scan partition reads."""
+
+    path: str
+    size: int
+    range: tuple[int, int] | None = None
+
+    @property
+    def bytes_read(self) -> int:
+        return self.range[1] - self.range[0] if self.range else self.size
+
+
+def _scan_field(node: bytes) -> Field | None:
+    """The oneof field of a plan node if it is a file scan, else None."""
+    try:
+        top = list(iter_fields(node))
+    except WireError:
+        return None
+    if len(top) == 1 and top[0].number in F.SCAN_KINDS and top[0].wire_type == LEN:
+        return top[0]
+    return None
+
+
+def scan_kind(node: bytes) -> str | None:
+    """'parquet', 'csv', 'json', 'arrow' or 'avro' for a file scan node, else None."""
+    field = _scan_field(node)
+    return F.SCAN_KINDS[field.number] if field else None
+
+
+def _base_conf(node: bytes) -> tuple[Field, bytes, Field, bytes]:
+    outer = _scan_field(node)
+    if outer is None:
+        raise WireError("not a file scan node")
+    scan = outer.payload(node)
+    confs = [f for f in iter_fields(scan) if f.number == F.SCAN_BASE_CONF]
+    if len(confs) != 1:
+        raise WireError("file scan without a base_conf")
+    return outer, scan, confs[0], confs[0].payload(scan)
+
+
+def _with_conf(node: bytes, conf: bytes) -> bytes:
+    outer, scan, conf_field, _ = _base_conf(node)
+    new_scan = scan[: conf_field.start] + encode_len_field(F.SCAN_BASE_CONF, conf) + scan[conf_field.end :]
+    return node[: outer.start] + encode_len_field(outer.number, new_scan) + node[outer.end :]
+
+
+def file_groups(node: bytes) -> list[list[ScannedFile]]:
+    """The files each partition of a scan reads."""
+    _, _, _, conf = _base_conf(node)
+    groups = []
+    for group in iter_fields(conf):
+        if group.number != F.CONF_FILE_GROUPS:
+            continue
+        files = []
+        for file_field in iter_fields(group.payload(conf)):
+            if file_field.number == F.GROUP_FILES:
+                files.append(_decode_file(file_field.payload(group.payload(conf))))
+        groups.append(files)
+    return groups
+
+
+def _decode_file(buf: bytes) -> ScannedFile:
+    path, size, rng = "", 0, None
+    for f in iter_fields(buf):
+        if f.number == F.FILE_PATH:
+            path = f.payload(buf).decode()
+        elif f.number == F.FILE_SIZE:
+            size = f.value
+        elif f.number == F.FILE_RANGE:
+            bounds = {g.number: g.value for g in iter_fields(f.payload(buf))}
+            rng = (bounds.get(F.RANGE_START, 0), bounds.get(F.RANGE_END, 0))
+    return ScannedFile(path, size, rng)
+
+
+def restrict_file_groups(node: bytes, keep: list[int]) -> bytes:
+    """Keep only the file groups (partitions) at indices `keep`, in that order."""
+    _, _, _, conf = _base_conf(node)
+    parts = list(iter_fields(conf))
+    groups = [f for f in parts if f.number == F.CONF_FILE_GROUPS]
+    for index in keep:
+        if not 0 <= index < len(groups):
+            raise IndexError(f"file group {index} out of range: the scan has {len(groups)}")
+    kept = b"".join(conf[groups[i].start : groups[i].end] for i in keep)
+    others = b"".join(conf[f.start : f.end] for f in parts if f.number != F.CONF_FILE_GROUPS)
+    return _with_conf(node, kept + others)
+
+
+def _encode_file(file: ScannedFile) -> bytes:
+    return encode_len_field(F.FILE_PATH, file.path.encode()) + encode_varint_field(F.FILE_SIZE, file.size)
+
+
+def with_file_groups(template: bytes, groups: list[list[ScannedFile]]) -> bytes:
+    """A copy of scan `template` reading `groups`, one partition per group (groups may be empty).
+
+    The template's statistics describe its own files, so they are dropped (left unknown).
+    """
+    _, _, _, conf = _base_conf(template)
+    others = b"".join(
+        conf[f.start : f.end]
+        for f in iter_fields(conf)
+        if f.number not in (F.CONF_FILE_GROUPS, F.CONF_STATISTICS)
+    )
+    encoded = b"".join(
+        encode_len_field(
+            F.CONF_FILE_GROUPS, b"".join(encode_len_field(F.GROUP_FILES, _encode_file(f)) for f in group)
+        )
+        for group in groups
+    )
+    return _with_conf(template, encoded + others + encode_len_field(F.CONF_STATISTICS, b""))

@@ -1,0 +1,1 @@
+"""Standalone helpers coupled to nothing else in the package."""

@@ -1,0 +1,1 @@
+"""DistributedContext, DistributedDataFrame, the stage-DAG scheduler and the head stage."""

@@ -1,0 +1,86 @@
+"""Run a distributed plan's stages in this process, through Arrow IPC files, as workers would.
+
+Every task runs the worker's own task code; inputs are read in place from a scratch folder.
+Used by tests of the planner and as the reference for the networked runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from ..distributed_planner.planner import single_task
+from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..worker.session import SessionBuilder, task_session
+from ..worker.task_execution import (
+    TaskOutput,
+    local_file,
+    prepare_task_plan,
+    stream_partition,
+    write_task_outputs,
+)
+from .gather import read_outputs
+from .inputs import resolve_input
+
+
+class LocalStageRunner:
+    """Runs every task of every stage sequentially in this process."""
+
+    def __init__(self, session_builder: SessionBuilder | None = None, compression: str | None = "lz4"):
+        self._builder = session_builder
+        self._compression = compression
+
+    def _tasks(self, stage: Stage, outputs: dict[int, list[TaskOutput]]) -> tuple[TaskPlan, ...]:
+        empty_split_input = any(
+            inp.split and all(o.schema is None for o in outputs[inp.producer]) for inp in stage.inputs
+        )
+        return (single_task(stage),) if empty_split_input else stage.tasks
+
+    def _resolved(self, stage, task, outputs):
+        return [
+            resolve_input(inp, parts, outputs[inp.producer], lambda t, p, path: local_file(path))
+            for inp, parts in zip(stage.inputs, task.input_partitions, strict=True)
+        ]
+
+    def execute(self, plan: DistributedPlan) -> Iterator[pa.RecordBatch]:
+        """Yield the query's result batches; scratch files are removed when done."""
+        scratch = tempfile.mkdtemp(prefix="datafusion-distributed-local-")
+        try:
+            ctx = task_session(self._builder)
+            outputs: dict[int, list[TaskOutput]] = {}
+            for stage in plan.stages[:-1]:
+                outputs[stage.id] = [
+                    write_task_outputs(
+                        ctx,
+                        prepare_task_plan(ctx, task.plan, self._resolved(stage, task, outputs)),
+                        os.path.join(scratch, f"stage-{stage.id}", f"task-{task.index}"),
+                        self._compression,
+                    )
+                    for task in self._tasks(stage, outputs)
+                ]
+            final = plan.final
+            tasks = self._tasks(final, outputs)
+            if len(tasks) == 1:
+                physical = prepare_task_plan(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs))
+                for partition in range(physical.partition_count):
+                    yield from stream_partition(ctx, physical, partition)
+            else:
+                written = [
+                    write_task_outputs(
+                        ctx,
+                        prepare_task_plan(ctx, task.plan, self._resolved(final, task, outputs)),
+                        os.path.join(scratch, f"stage-{final.id}", f"task-{task.index}"),
+                        self._compression,
+                    )
+                    for task in tasks
+                ]
+                yield from read_outputs(written)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def collect(self, plan: DistributedPlan) -> list[pa.RecordBatch]:
+        return list(self.execute(plan))

@@ -1,0 +1,241 @@
+"""Cut a DataFusion physical plan into a DAG of stages and give each stage its tasks.
+
+1. Walk the plan from the root; each boundary (see `boundaries`) starts a producer stage.
+2. Give each stage a task count: from scanned bytes at leaves, from input stages above them,
+   capped by the workers and by the partitions a stage can split; 1 if anything in it forbids
+   splitting.
+3. Fold every boundary whose producer and consumer both have one task back into its consumer.
+4. Write each stage's plan bytes (boundaries replaced by input markers) and each task's plan
+   (its share of every split scan) and inputs (its share of every split shuffle).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from datafusion.plan import ExecutionPlan
+
+from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
+from ..codec.fields import INPUT_MARKER
+from ..codec.wire import encode_len_field
+from ..execution_plans.plan_node import PlanNode
+from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
+from .boundaries import boundary_kind, split_hazard, whole_children
+from .config import PlannerConfig
+
+
+@dataclass(eq=False)
+class _Edge:
+    node: PlanNode  # the boundary node in the consumer's subtree
+    fragment: _Fragment
+    whole: bool  # every consumer task reads all of it (a join's collected side)
+    inline: bool = False  # folded back into the consumer (a 1 -> 1 boundary)
+
+
+@dataclass(eq=False)
+class _Fragment:
+    root: PlanNode
+    kind: BoundaryKind | None
+    edges: list[_Edge] = field(default_factory=list)
+    scans: list[tuple[PlanNode, bool]] = field(default_factory=list)  # (scan, whole)
+    hazards: list[str] = field(default_factory=list)
+    tasks: int = 1
+    reason: str = ""
+    stage_id: int = -1
+
+
+def _collect(fragment: _Fragment, node: PlanNode, whole: bool, is_root: bool) -> None:
+    kind = None if is_root else boundary_kind(node)
+    if kind is not None:
+        child = _Fragment(root=node, kind=kind)
+        _collect(child, node, whole=False, is_root=True)
+        fragment.edges.append(_Edge(node, child, whole))
+        return
+    if scan_kind(node.raw) is not None:
+        fragment.scans.append((node, whole))
+        return
+    if not node.children and not whole:
+        fragment.hazards.append(f"{node.line.split(',')[0]} is a source that cannot be split")
+    hazard = split_hazard(node)
+    if hazard:
+        fragment.hazards.append(hazard)
+    whole_idx = whole_children(node)
+    for i, child in enumerate(node.children):
+        _collect(fragment, child, whole or i in whole_idx, is_root=False)
+
+
+def _edge_units(edge: _Edge) -> int:
+    """Partitions of an input that tasks can share out."""
+    if edge.fragment.kind is BoundaryKind.SHUFFLE:
+        return edge.node.partitions
+    return 1  # a coalesce or merge yields one partition in the consumer
+
+
+def _scanned_bytes(scan: PlanNode) -> int:
+    return sum(f.bytes_read for group in file_groups(scan.raw) for f in group)
+
+
+def _assign_task_counts(fragment: _Fragment, config: PlannerConfig) -> None:
+    for edge in fragment.edges:
+        _assign_task_counts(edge.fragment, config)
+    split_scans = [scan for scan, whole in fragment.scans if not whole]
+    split_edges = [edge for edge in fragment.edges if not edge.whole]
+    units = [scan.partitions for scan in split_scans] + [_edge_units(e) for e in split_edges]
+    if fragment.hazards:
+        fragment.tasks, fragment.reason = 1, fragment.hazards[0]
+        return
+    if not units:
+        fragment.tasks, fragment.reason = 1, "nothing to split: every input is read whole"
+        return
+    desired = 1
+    if split_scans:
+        scanned = sum(_scanned_bytes(s) for s in split_scans)
+        desired = math.ceil(scanned / config.bytes_per_partition / config.partitions_per_task)
+    shuffles = [e.fragment.tasks for e in split_edges if e.fragment.kind is BoundaryKind.SHUFFLE]
+    if shuffles:
+        desired = max(desired, math.ceil(max(shuffles) * config.cardinality_factor))
+    fragment.tasks = max(1, min(desired, config.task_cap, min(units)))
+    limits = {"desired": desired, "workers/cap": config.task_cap, "splittable partitions": min(units)}
+    fragment.reason = ", ".join(f"{k}={v}" for k, v in limits.items())
+
+
+def _fold_single_task_boundaries(fragment: _Fragment) -> None:
+    for edge in fragment.edges:
+        _fold_single_task_boundaries(edge.fragment)
+        if edge.fragment.tasks == 1 and fragment.tasks == 1:
+            edge.inline = True
+
+
+def _cut_edges(fragment: _Fragment) -> list[_Edge]:
+    """Boundaries that stay cut in this stage, looking through folded ones."""
+    cut = []
+    for edge in fragment.edges:
+        cut.extend(_cut_edges(edge.fragment) if edge.inline else [edge])
+    return cut
+
+
+def _stage_scans(fragment: _Fragment) -> list[tuple[PlanNode, bool]]:
+    scans = list(fragment.scans)
+    for edge in fragment.edges:
+        if edge.inline:
+            scans.extend((scan, whole or edge.whole) for scan, whole in _stage_scans(edge.fragment))
+    return scans
+
+
+def _replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
+    """Replace nodes (keyed by id) of `plan`, whose nodes in byte order are `walk`.
+
+    Identical subtrees are told apart by occurrence; replacing the last one first keeps the
+    occurrence numbers of the others valid.
+    """
+    seen: dict[bytes, int] = {}
+    targets = []
+    for node in walk:
+        occurrence = seen.get(node.raw, 0)
+        seen[node.raw] = occurrence + 1
+        if id(node) in replacements:
+            targets.append((node, occurrence))
+    for node, occurrence in reversed(targets):
+        plan = replace_subtree(plan, node.raw, replacements[id(node)], occurrence)
+    return plan
+
+
+def _stage_nodes(root: PlanNode, cut_ids: set[int]):
+    """The nodes left in a stage's plan bytes: the subtree minus cut boundaries' subtrees."""
+    yield root
+    for child in root.children:
+        if id(child) not in cut_ids:
+            yield from _stage_nodes(child, cut_ids)
+
+
+def input_marker(producer: int) -> bytes:
+    """The placeholder that stands for producer stage `producer` inside a consumer's plan."""
+    return encode_len_field(INPUT_MARKER, f"datafusion-distributed input {producer}".encode())
+
+
+def _chunks(n: int, parts: int) -> list[list[int]]:
+    """Split range(n) into `parts` contiguous chunks whose sizes differ by at most one."""
+    return [list(range(n * k // parts, n * (k + 1) // parts)) for k in range(parts)]
+
+
+def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
+    cut = _cut_edges(fragment)
+    for edge in cut:
+        _build_stages(edge.fragment, stages)
+    fragment.stage_id = len(stages)
+    markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
+    plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
+    local_nodes = list(_stage_nodes(fragment.root, set(markers)))
+    inputs, per_input_parts = [], []
+    for edge in cut:
+        producer = edge.fragment
+        split = not edge.whole and fragment.tasks > 1
+        whole_parts = {
+            BoundaryKind.SHUFFLE: list(range(edge.node.partitions)),
+            BoundaryKind.COALESCE: [0],
+            BoundaryKind.MERGE: list(range(producer.tasks)),
+        }[producer.kind]
+        per_input_parts.append(_chunks(len(whole_parts), fragment.tasks) if split else None)
+        inputs.append(
+            StageInput(
+                marker=markers[id(edge.node)],
+                producer=producer.stage_id,
+                kind=producer.kind,
+                partitions=len(whole_parts),
+                split=split,
+                boundary=edge.node.raw,
+                boundary_child=edge.node.children[0].raw,
+            )
+        )
+    scans = _stage_scans(fragment)
+    tasks = []
+    for k in range(fragment.tasks):
+        restricted, described = {}, []
+        for scan, whole in scans:
+            groups = file_groups(scan.raw)
+            keep = (
+                list(range(len(groups)))
+                if whole or fragment.tasks == 1
+                else _chunks(len(groups), fragment.tasks)[k]
+            )
+            if len(keep) != len(groups):
+                restricted[id(scan)] = restrict_file_groups(scan.raw, keep)
+            described.append((scan_kind(scan.raw), tuple(tuple(groups[i]) for i in keep)))
+        task_plan = _replace_nodes(plan, local_nodes, restricted)
+        parts = tuple(
+            tuple(chunks[k]) if chunks else tuple(range(inp.partitions))
+            for chunks, inp in zip(per_input_parts, inputs, strict=True)
+        )
+        tasks.append(TaskPlan(k, task_plan, parts, tuple(described)))
+    stages.append(
+        Stage(
+            id=fragment.stage_id,
+            root=fragment.root,
+            plan=plan,
+            inputs=tuple(inputs),
+            tasks=tuple(tasks),
+            output=fragment.kind,
+            reason=fragment.reason,
+        )
+    )
+
+
+def plan_stages(plan: ExecutionPlan | PlanNode, config: PlannerConfig) -> DistributedPlan:
+    """Cut a physical plan into stages of tasks (see the module docstring)."""
+    root = plan if isinstance(plan, PlanNode) else PlanNode.from_plan(plan)
+    final = _Fragment(root=root, kind=None)
+    # The root itself may be a boundary (a final sort-preserving merge): then the final stage
+    # is just that merge over its producers' outputs.
+    _collect(final, root, whole=False, is_root=False)
+    _assign_task_counts(final, config)
+    _fold_single_task_boundaries(final)
+    stages: list[Stage] = []
+    _build_stages(final, stages)
+    return DistributedPlan(tuple(stages))
+
+
+def single_task(stage: Stage) -> TaskPlan:
+    """The stage as one task over everything: used when a split input turned out empty."""
+    parts = tuple(tuple(range(inp.partitions)) for inp in stage.inputs)
+    return TaskPlan(0, stage.plan, parts, ())

@@ -1,0 +1,1 @@
+"""Handlers users supply to react to distributed events (task started, finished, failed, worker lost)."""

@@ -1,0 +1,1 @@
+"""The distributed plan types (stages, tasks, boundaries) and how they display."""

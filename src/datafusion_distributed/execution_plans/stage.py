@@ -1,0 +1,92 @@
+"""The distributed plan: stages of tasks joined by network boundaries.
+
+A stage is a fragment of the physical plan whose inputs are other stages' outputs. Every stage
+is run as one or more tasks; task k runs the stage's plan with its share of the scans and of the
+split inputs. Plans are kept as DataFusion plan bytes, so nothing here needs a running cluster.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..codec import ScannedFile
+from .plan_node import PlanNode
+
+
+class BoundaryKind(str, enum.Enum):
+    """How a consumer reads the outputs of a producer stage."""
+
+    SHUFFLE = "shuffle"  # hash partitions; consumer task k owns a contiguous range of them
+    COALESCE = "coalesce"  # every producer task's single partition, read as one partition
+    MERGE = "merge"  # one sorted partition per producer task, merged by the consumer
+
+
+@dataclass(frozen=True)
+class StageInput:
+    """A boundary inside a stage's plan: where a producer stage's output is read.
+
+    `marker` stands in the stage's plan bytes where the boundary was. A worker replaces it with
+    a scan of the producer's Arrow IPC outputs (for a coalesce or merge, the original boundary
+    node over that scan, so its fetch and sort order still apply).
+    """
+
+    marker: bytes
+    producer: int
+    kind: BoundaryKind
+    partitions: int  # partitions the consumer sees when it reads the input whole
+    split: bool  # whether this stage's tasks each read a share of the partitions
+    boundary: bytes  # the original boundary subtree (runs in place of an empty exchange)
+    boundary_child: bytes  # for coalesce and merge: the child the input scan replaces
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What task `index` of a stage runs."""
+
+    index: int
+    plan: bytes  # the stage plan with this task's scans restricted; inputs still markers
+    input_partitions: tuple[tuple[int, ...], ...]  # per input: the partitions this task reads
+    scans: tuple[tuple[str, tuple[tuple[ScannedFile, ...], ...]], ...]  # per scan: kind, groups
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A fragment of the plan run as `len(tasks)` tasks."""
+
+    id: int
+    root: PlanNode  # the original subtree, for display
+    plan: bytes  # stage plan bytes with input markers and unrestricted scans
+    inputs: tuple[StageInput, ...]
+    tasks: tuple[TaskPlan, ...]
+    output: BoundaryKind | None  # how the consumer reads this stage; None for the final stage
+    reason: str = ""  # why the stage has the task count it has
+
+    @property
+    def task_count(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass(frozen=True)
+class DistributedPlan:
+    """Stages in dependency order (producers first); the last stage gives the query's result.
+
+    When the final stage has one task it runs in the coordinator (the head) and streams its
+    partitions; otherwise it runs on workers and the coordinator streams their outputs.
+    """
+
+    stages: tuple[Stage, ...]
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    def stage(self, stage_id: int) -> Stage:
+        for stage in self.stages:
+            if stage.id == stage_id:
+                return stage
+        raise KeyError(f"no stage {stage_id}")
+
+    @property
+    def is_distributed(self) -> bool:
+        return len(self.stages) > 1 or self.final.task_count > 1

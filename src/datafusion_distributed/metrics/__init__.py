@@ -1,0 +1,1 @@
+"""Per-task metrics collected from workers and the distributed plan rendered with them."""

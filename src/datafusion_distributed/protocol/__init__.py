@@ -1,0 +1,1 @@
+"""Coordinator-worker messages, worker resolution and the Arrow Flight transport."""

@@ -1,0 +1,1 @@
+"""The worker: its Flight service, task execution and the spool that holds task outputs."""

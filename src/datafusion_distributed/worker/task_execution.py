@@ -1,0 +1,183 @@
+"""Run one task: splice its inputs into its plan, execute every output partition, write or stream.
+
+Used by workers for every task and by the coordinator for a single-task final stage, so a
+query runs the same code whether its stages run in one process or across many.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
+
+from ..codec import ScannedFile, replace_subtree, with_file_groups
+from ..execution_plans.stage import BoundaryKind
+
+
+class TaskError(RuntimeError):
+    """A task failed while building or running its plan."""
+
+
+@dataclass(frozen=True)
+class PartitionOutput:
+    """One output partition of a task: its file (None when it produced no rows)."""
+
+    partition: int
+    path: str | None
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """Everything a task wrote. `schema` is the IPC-serialised schema of its batches (with the
+    plan's column names), None when no partition produced a row."""
+
+    partitions: tuple[PartitionOutput, ...]
+    schema: bytes | None
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class ResolvedInput:
+    """A stage input with the local files of each partition the task reads.
+
+    `groups` is None when the whole exchange produced no rows: the task then runs the
+    original boundary subtree instead (it yields the same empty result with the right schema).
+    """
+
+    marker: bytes
+    kind: BoundaryKind
+    groups: tuple[tuple[ScannedFile, ...], ...] | None
+    schema: bytes | None  # IPC-serialised schema the producers wrote (None when all empty)
+    boundary: bytes
+    boundary_child: bytes
+
+
+def unique_names(schema: pa.Schema) -> pa.Schema:
+    """The schema with duplicate column names made unique, so a scan can address columns.
+
+    Plans refer to columns by position, so renaming inside an exchange is invisible to them.
+    """
+    names = schema.names
+    if len(set(names)) == len(names):
+        return schema
+    return pa.schema([f.with_name(f"{f.name}#{i}") for i, f in enumerate(schema)], schema.metadata)
+
+
+_template_lock = threading.Lock()
+_templates: dict[bytes, bytes] = {}
+
+
+def _arrow_scan_template(schema: pa.Schema) -> bytes:
+    """Plan bytes of a DataFusion Arrow IPC scan with `schema` (made from an empty file)."""
+    key = schema.serialize().to_pybytes()
+    with _template_lock:
+        if key in _templates:
+            return _templates[key]
+    with tempfile.TemporaryDirectory(prefix="datafusion-distributed-template-") as folder:
+        path = os.path.join(folder, "empty.arrow")
+        with pa.ipc.new_file(path, schema):
+            pass
+        ctx = SessionContext()
+        ctx.register_arrow("exchange_input", path)
+        template = ctx.table("exchange_input").execution_plan().to_bytes()
+    with _template_lock:
+        _templates[key] = template
+    return template
+
+
+def input_leaf(resolved: ResolvedInput) -> bytes:
+    """The plan bytes that replace an input marker in a task's plan."""
+    if resolved.groups is None or resolved.schema is None:
+        return resolved.boundary
+    schema = unique_names(pa.ipc.read_schema(pa.py_buffer(resolved.schema)))
+    scan = with_file_groups(_arrow_scan_template(schema), [list(g) for g in resolved.groups])
+    if resolved.kind is BoundaryKind.SHUFFLE:
+        return scan
+    return replace_subtree(resolved.boundary, resolved.boundary_child, scan)
+
+
+def local_file(path: str) -> ScannedFile:
+    """A local file as a scan names it (object store path: absolute path without the root)."""
+    absolute = os.path.abspath(path)
+    return ScannedFile(absolute.lstrip("/"), os.path.getsize(absolute))
+
+
+def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
+    """Splice every input into a task's plan bytes and deserialise it."""
+    for resolved in inputs:
+        plan = replace_subtree(plan, resolved.marker, input_leaf(resolved))
+    try:
+        return ExecutionPlan.from_bytes(ctx, plan)
+    except Exception as exc:  # DataFusion raises plain Exception
+        raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
+
+
+def stream_partition(ctx: SessionContext, plan: ExecutionPlan, partition: int) -> Iterator[pa.RecordBatch]:
+    for batch in ctx.execute(plan, partition):
+        yield batch.to_pyarrow()
+
+
+def _write_partition(
+    ctx: SessionContext, plan: ExecutionPlan, partition: int, path: str, options: pa.ipc.IpcWriteOptions
+) -> tuple[PartitionOutput, pa.Schema | None]:
+    writer = None
+    rows = 0
+    schema = file_schema = None
+    try:
+        for batch in stream_partition(ctx, plan, partition):
+            if batch.num_rows == 0:
+                continue
+            if writer is None:
+                schema = batch.schema
+                file_schema = unique_names(schema)
+                writer = pa.ipc.new_file(path + ".tmp", file_schema, options=options)
+            elif batch.schema != schema:
+                batch = batch.cast(schema)
+            writer.write_batch(pa.record_batch(batch.columns, schema=file_schema))
+            rows += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return PartitionOutput(partition, None, 0, 0), None
+    os.replace(path + ".tmp", path)
+    return PartitionOutput(partition, path, rows, os.path.getsize(path)), schema
+
+
+def write_task_outputs(
+    ctx: SessionContext,
+    plan: ExecutionPlan,
+    out_dir: str,
+    compression: str | None = "lz4",
+    path_for: Callable[[int], str] | None = None,
+) -> TaskOutput:
+    """Run every output partition of `plan` at once and write each to an Arrow IPC file."""
+    os.makedirs(out_dir, exist_ok=True)
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    path_for = path_for or (lambda p: os.path.join(out_dir, f"part-{p}.arrow"))
+    count = plan.partition_count
+    if count == 0:
+        return TaskOutput((), None)
+    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="partition") as pool:
+        futures = [pool.submit(_write_partition, ctx, plan, p, path_for(p), options) for p in range(count)]
+        results = [f.result() for f in futures]
+    schema = next((s for _, s in results if s is not None), None)
+    return TaskOutput(
+        tuple(out for out, _ in results), schema.serialize().to_pybytes() if schema is not None else None
+    )
+
+
+def scratch_dir(prefix: str = "datafusion-distributed-") -> str:
+    return tempfile.mkdtemp(prefix=prefix)
