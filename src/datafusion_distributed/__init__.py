@@ -2,4 +2,26 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
+from .coordinator.config import DistributedConfig  # noqa: E402
+from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
+from .coordinator.scheduler import QueryFailed  # noqa: E402
+from .protocol.flight import WorkerError, WorkerUnreachable  # noqa: E402
+from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver  # noqa: E402
+from .worker.flight_worker import FlightWorker  # noqa: E402
+
+__all__ = [
+    "DistributedConfig",
+    "DistributedContext",
+    "DistributedDataFrame",
+    "EmbeddedCluster",
+    "EnvResolver",
+    "FlightWorker",
+    "LocalCluster",
+    "QueryFailed",
+    "StaticResolver",
+    "WorkerError",
+    "WorkerResolver",
+    "WorkerUnreachable",
+    "__version__",
+]

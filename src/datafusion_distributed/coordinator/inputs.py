@@ -1,47 +1,49 @@
-"""Resolve a stage input for one task: which producer files make each partition it reads."""
+"""Which producer output files make up each partition a consumer task reads."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from ..codec import ScannedFile
 from ..execution_plans.stage import BoundaryKind, StageInput
-from ..worker.task_execution import ResolvedInput, TaskOutput
+
+File = TypeVar("File")
 
 
-def resolve_input(
+def exchange_schema(producer_outputs: Sequence[Any]) -> bytes | None:
+    """The schema the producers wrote, None when the whole exchange is empty."""
+    return next((out.schema for out in producer_outputs if out.schema is not None), None)
+
+
+def input_groups(
     stage_input: StageInput,
     partitions: Sequence[int],
-    producer_outputs: Sequence[TaskOutput],
-    locate: Callable[[int, int, str], ScannedFile],
-) -> ResolvedInput:
-    """Group producer output files by the consumer partition they make up.
+    producer_outputs: Sequence[Any],
+    locate: Callable[[int, Any], File],
+) -> tuple[tuple[File, ...], ...] | None:
+    """Group producer outputs (TaskOutput or TaskResult, one per producer task) by the consumer
+    partition they make up; `locate(producer_task, partition_output)` names each file as the
+    consumer will read it. None when the exchange produced no rows at all."""
+    if exchange_schema(producer_outputs) is None:
+        return None
 
-    `locate(producer_task, partition, path)` gives the file as the consumer will read it (in
-    place on the same machine, or after fetching it).
-    """
-    kind = stage_input.kind
-
-    def files(partition: int) -> tuple[ScannedFile, ...]:
+    def files(partition: int, tasks: Sequence[int]) -> tuple[File, ...]:
         found = []
-        for task, output in enumerate(producer_outputs):
-            part = output.partitions[partition] if partition < len(output.partitions) else None
-            if part is not None and part.path is not None:
-                found.append(locate(task, partition, part.path))
+        for task in tasks:
+            parts = producer_outputs[task].partitions
+            if partition < len(parts) and parts[partition].path is not None:
+                found.append(locate(task, parts[partition]))
         return tuple(found)
 
-    schema = next((output.schema for output in producer_outputs if output.schema is not None), None)
-    if schema is None:
-        groups = None
-    elif kind is BoundaryKind.SHUFFLE:
-        groups = tuple(files(q) for q in partitions)
-    elif kind is BoundaryKind.COALESCE:
-        groups = (files(0),)
-    else:  # MERGE: one sorted stream per producer task
-        groups = tuple(
-            (locate(t, 0, out.partitions[0].path),) if out.partitions and out.partitions[0].path else ()
-            for t, out in enumerate(producer_outputs)
-        )
-    return ResolvedInput(
-        stage_input.marker, kind, groups, schema, stage_input.boundary, stage_input.boundary_child
-    )
+    all_tasks = range(len(producer_outputs))
+    if stage_input.kind is BoundaryKind.SHUFFLE:
+        return tuple(files(q, all_tasks) for q in partitions)
+    if stage_input.kind is BoundaryKind.COALESCE:
+        return (files(0, all_tasks),)
+    return tuple(files(0, [t]) for t in all_tasks)  # MERGE: one sorted stream per producer task
+
+
+def needs_single_task(stage_inputs: Sequence[StageInput], outputs: dict[int, Sequence[Any]]) -> bool:
+    """Whether a split input turned out empty, so the stage must run as one task (an empty
+    exchange is replaced by its original subtree, which cannot be shared out by partition)."""
+    return any(inp.split and exchange_schema(outputs[inp.producer]) is None for inp in stage_inputs)

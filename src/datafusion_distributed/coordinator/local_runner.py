@@ -17,6 +17,7 @@ from ..distributed_planner.planner import single_task
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..worker.session import SessionBuilder, task_session
 from ..worker.task_execution import (
+    ResolvedInput,
     TaskOutput,
     local_file,
     prepare_task_plan,
@@ -24,7 +25,7 @@ from ..worker.task_execution import (
     write_task_outputs,
 )
 from .gather import read_outputs
-from .inputs import resolve_input
+from .inputs import exchange_schema, input_groups, needs_single_task
 
 
 class LocalStageRunner:
@@ -35,16 +36,15 @@ class LocalStageRunner:
         self._compression = compression
 
     def _tasks(self, stage: Stage, outputs: dict[int, list[TaskOutput]]) -> tuple[TaskPlan, ...]:
-        empty_split_input = any(
-            inp.split and all(o.schema is None for o in outputs[inp.producer]) for inp in stage.inputs
-        )
-        return (single_task(stage),) if empty_split_input else stage.tasks
+        return (single_task(stage),) if needs_single_task(stage.inputs, outputs) else stage.tasks
 
     def _resolved(self, stage, task, outputs):
-        return [
-            resolve_input(inp, parts, outputs[inp.producer], lambda t, p, path: local_file(path))
-            for inp, parts in zip(stage.inputs, task.input_partitions, strict=True)
-        ]
+        resolved = []
+        for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
+            produced = outputs[inp.producer]
+            groups = input_groups(inp, parts, produced, lambda t, part: local_file(part.path))
+            resolved.append(ResolvedInput.of(inp, groups, exchange_schema(produced)))
+        return resolved
 
     def execute(self, plan: DistributedPlan) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; scratch files are removed when done."""

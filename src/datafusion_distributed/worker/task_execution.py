@@ -63,6 +63,18 @@ class ResolvedInput:
     boundary: bytes
     boundary_child: bytes
 
+    @classmethod
+    def of(cls, stage_input, groups, schema: bytes | None) -> ResolvedInput:
+        """From a planner StageInput (or a protocol TaskInput) and the files of its partitions."""
+        return cls(
+            marker=stage_input.marker,
+            kind=BoundaryKind(stage_input.kind),
+            groups=groups,
+            schema=schema,
+            boundary=stage_input.boundary,
+            boundary_child=stage_input.boundary_child,
+        )
+
 
 def unique_names(schema: pa.Schema) -> pa.Schema:
     """The schema with duplicate column names made unique, so a scan can address columns.

@@ -1,0 +1,151 @@
+"""Command line: run a worker, or run one SQL query distributed.
+
+    datafusion-distributed worker --host 127.0.0.1 --port 50051 --spool-dir /var/spool/dfd
+    datafusion-distributed sql "SELECT ..." --workers grpc://h1:50051,grpc://h2:50051 \\
+        --table lineitem=data/lineitem/ [--explain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+TABLE_READERS = {".parquet": "register_parquet", ".csv": "register_csv", ".json": "register_json",
+                 ".ndjson": "register_json", ".arrow": "register_arrow", ".avro": "register_avro"}  # fmt: skip
+
+
+def _load_hook(spec: str | None):
+    """`module:function` -> the function (a task session builder)."""
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    if not name:
+        raise SystemExit(f"--session-hook must look like module:function, got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def _parent_gone(parent_pid: int) -> bool:
+    if os.getppid() != parent_pid:
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except OSError:
+        return True
+    return False
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    from .worker.flight_worker import FlightWorker
+
+    spool = args.spool_dir or tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
+    worker = FlightWorker(
+        spool, host=args.host, port=args.port, session_builder=_load_hook(args.session_hook),
+        spool_ttl=args.spool_ttl,
+    )  # fmt: skip
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"listening on {worker.url}", flush=True)
+    logging.getLogger(__name__).info("worker %s serving, spool %s", worker.url, worker.spool.root)
+    while not stop.wait(0.5):
+        if args.parent_pid and _parent_gone(args.parent_pid):
+            break
+    worker.stop()
+    return 0
+
+
+def _register_table(dctx, spec: str) -> None:
+    name, _, path = spec.partition("=")
+    if not name or not path:
+        raise SystemExit(f"--table must look like name=path, got {spec!r}")
+    probe = path.rstrip("/")
+    if os.path.isdir(probe):
+        exts = {os.path.splitext(f)[1] for f in os.listdir(probe)} & set(TABLE_READERS)
+        if len(exts) != 1:
+            raise SystemExit(
+                f"cannot tell the format of folder {path!r} (found {sorted(exts) or 'no data files'})"
+            )
+        ext = exts.pop()
+    else:
+        ext = os.path.splitext(probe)[1]
+    if ext not in TABLE_READERS:
+        raise SystemExit(f"unknown table format {ext!r} for {path!r}: use one of {sorted(TABLE_READERS)}")
+    if not os.path.exists(probe):
+        raise SystemExit(f"table {name!r}: no such file or folder {path!r}")
+    getattr(dctx.ctx, TABLE_READERS[ext])(name, path, **({"file_extension": ext} if ext == ".ndjson" else {}))
+
+
+def run_sql(args: argparse.Namespace) -> int:
+    from . import DistributedContext
+    from .coordinator.context import format_table
+    from .protocol.resolver import EnvResolver
+
+    workers = None
+    if args.workers:
+        workers = [u for u in args.workers.split(",") if u]
+    elif os.environ.get("DATAFUSION_DISTRIBUTED_WORKERS"):
+        workers = EnvResolver()
+    with DistributedContext(workers=workers) as dctx:
+        for spec in args.table:
+            _register_table(dctx, spec)
+        df = dctx.sql(args.query)
+        if args.explain:
+            df.explain()
+            return 0
+        started = time.perf_counter()
+        table = df.to_arrow_table()
+        print(format_table(table))
+        print(f"{table.num_rows} row(s) in {time.perf_counter() - started:.3f}s", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    worker = sub.add_parser("worker", help="run a worker serving Arrow Flight")
+    worker.add_argument("--host", default="127.0.0.1")
+    worker.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    worker.add_argument("--spool-dir", help="folder for task outputs (default: a new temporary folder)")
+    worker.add_argument(
+        "--spool-ttl", type=float, default=3600.0, help="seconds before abandoned data is swept"
+    )
+    worker.add_argument("--session-hook", help="module:function building each task's SessionContext")
+    worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")
+    worker.set_defaults(run=run_worker)
+
+    sql = sub.add_parser("sql", help="run one SQL query distributed and print the result")
+    sql.add_argument("query")
+    sql.add_argument("--workers", help="comma-separated worker URLs (default: embedded cluster)")
+    sql.add_argument("--table", action="append", default=[], help="name=path (parquet/csv/json/arrow)")
+    sql.add_argument("--explain", action="store_true", help="print the distributed plan instead")
+    sql.set_defaults(run=run_sql)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clear message instead of a traceback
+        if args.log_level.upper() == "DEBUG":
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Clusters the library starts itself: in-process Flight workers (the default) and worker
+subprocesses on this machine (`LocalCluster`). Both are resolvers: they list their URLs."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+
+from ..worker.flight_worker import FlightWorker
+from ..worker.session import SessionBuilder
+
+
+class EmbeddedCluster:
+    """`n` Flight workers inside this process on loopback, each with its own spool."""
+
+    def __init__(self, n: int = 2, session_builder: SessionBuilder | None = None):
+        if n < 1:
+            raise ValueError("an embedded cluster needs at least one worker")
+        self._root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
+        self.workers = [
+            FlightWorker(os.path.join(self._root, f"worker-{i}"), session_builder=session_builder)
+            for i in range(n)
+        ]
+        self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root)
+
+    def get_urls(self) -> list[str]:
+        return [w.url for w in self.workers]
+
+    def spool_files(self) -> list[str]:
+        return [f for w in self.workers for f in w.spool.files()]
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _stop_embedded(workers: list[FlightWorker], root: str) -> None:
+    for worker in workers:
+        worker.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class LocalCluster:
+    """`n` worker processes on this machine (`python -m datafusion_distributed worker`).
+
+    A context manager and a resolver::
+
+        with LocalCluster(3) as cluster:
+            dctx = DistributedContext(ctx, workers=cluster)
+
+    Workers are stopped on `close()`, on exit of the `with` block, at interpreter exit and on
+    Ctrl-C; each worker also exits by itself if this process dies.
+    """
+
+    def __init__(self, n: int = 2, start_timeout: float = 30.0, spool_root: str | None = None):
+        if n < 1:
+            raise ValueError("a local cluster needs at least one worker")
+        self._own_root = spool_root is None
+        self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
+        self.processes: list[subprocess.Popen] = []
+        self.urls: list[str] = []
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+        try:
+            for i in range(n):
+                self._start(os.path.join(self.spool_root, f"worker-{i}"), start_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, spool: str, timeout: float) -> None:
+        command = [
+            sys.executable, "-m", "datafusion_distributed", "worker",
+            "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
+            "--parent-pid", str(os.getpid()),
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True
+        )
+        self.processes.append(process)
+        url = _read_url(process, timeout)
+        self.urls.append(url)
+
+    def get_urls(self) -> list[str]:
+        return list(self.urls)
+
+    def kill(self, index: int) -> None:
+        """Kill worker `index` abruptly (SIGKILL), as a crash would."""
+        self.processes[index].kill()
+        self.processes[index].wait()
+
+    def spool_files(self) -> list[str]:
+        found = []
+        for folder, _, names in os.walk(self.spool_root):
+            found.extend(os.path.join(folder, n) for n in names)
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            for process in self.processes:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            for process in self.processes:
+                try:
+                    process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                if process.stdout:
+                    process.stdout.close()
+            self.processes = []
+            if self._own_root:
+                shutil.rmtree(self.spool_root, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _read_url(process: subprocess.Popen, timeout: float) -> str:
+    """The URL a worker prints on its first line ("listening on grpc://...")."""
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    line = result[0].strip() if result else ""
+    if not line.startswith("listening on "):
+        process.kill()
+        raise RuntimeError(f"worker process did not start within {timeout}s (printed {line!r})")
+    return line.removeprefix("listening on ")

@@ -1,0 +1,49 @@
+"""Settings of a DistributedContext: planning, runtime and the embedded cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..distributed_planner.config import MiB, PlannerConfig
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Every setting of a distributed query, with its default.
+
+    Attributes:
+        partitions_per_task: partitions (threads) each task runs on its worker. Default 2.
+        bytes_per_partition: scanned bytes per partition at leaf stages. Default 16 MiB.
+        cardinality_factor: task count of a stage relative to its largest input. Default 1.0.
+        max_tasks_per_stage: cap on tasks per stage; 0 means the number of workers. Default 0.
+        embedded_workers: workers the embedded cluster starts when no workers are given. Default 2.
+        compression: codec of exchanged Arrow IPC files: "lz4", "zstd" or None. Default "lz4".
+        connect_timeout: seconds to wait for a worker to answer a short call. Default 30.
+        task_timeout: seconds a task may run before the query fails. Default 600.
+    """
+
+    partitions_per_task: int = 2
+    bytes_per_partition: int = 16 * MiB
+    cardinality_factor: float = 1.0
+    max_tasks_per_stage: int = 0
+    embedded_workers: int = 2
+    compression: str | None = "lz4"
+    connect_timeout: float = 30.0
+    task_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.embedded_workers < 1:
+            raise ValueError("embedded_workers must be at least 1")
+        if self.compression not in (None, "lz4", "zstd"):
+            raise ValueError("compression must be None, 'lz4' or 'zstd'")
+        if self.connect_timeout <= 0 or self.task_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+
+    def planner(self, workers: int) -> PlannerConfig:
+        return PlannerConfig(
+            workers=workers,
+            partitions_per_task=self.partitions_per_task,
+            bytes_per_partition=self.bytes_per_partition,
+            cardinality_factor=self.cardinality_factor,
+            max_tasks_per_stage=self.max_tasks_per_stage,
+        )

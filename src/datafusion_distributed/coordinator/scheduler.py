@@ -1,0 +1,223 @@
+"""Run a distributed plan on workers: stages start when their inputs are complete, independent
+stages run at once, tasks spread over workers, and the final stage streams the result.
+
+A query's spool data is released on every worker when the query ends, fails or is abandoned.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+import pyarrow as pa
+
+from ..distributed_planner.planner import single_task
+from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..protocol.flight import ClientPool, WorkerError, WorkerUnreachable
+from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
+from ..worker.session import SessionBuilder, task_session
+from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partition
+from .gather import restore_names
+from .inputs import exchange_schema, input_groups, needs_single_task
+
+log = logging.getLogger("datafusion_distributed.coordinator")
+
+
+class QueryFailed(RuntimeError):
+    """A distributed query failed; the message names the stage, task and worker."""
+
+
+class QueryRun:
+    """One execution of a distributed plan over a list of workers."""
+
+    def __init__(
+        self,
+        plan: DistributedPlan,
+        workers: Sequence[str],
+        clients: ClientPool,
+        compression: str | None = "lz4",
+        session_builder: SessionBuilder | None = None,
+    ):
+        if not workers:
+            raise ValueError("no workers to run the query on")
+        self.plan = plan
+        self.workers = list(workers)
+        self.clients = clients
+        self.compression = compression
+        self.session_builder = session_builder
+        self.query_id = uuid.uuid4().hex
+        self.results: dict[int, list[TaskResult]] = {}
+        self.placement: dict[int, list[str]] = {}  # stage -> worker URL of each task
+        self.stage_seconds: dict[int, float] = {}
+
+    # -- building task messages -------------------------------------------------------------
+    def _tasks(self, stage: Stage) -> tuple[TaskPlan, ...]:
+        return (single_task(stage),) if needs_single_task(stage.inputs, self.results) else stage.tasks
+
+    def _location(self, producer: int):
+        def locate(task: int, part) -> FileLocation:
+            return FileLocation(
+                self.placement[producer][task], producer, task, part.partition, part.path, part.bytes
+            )
+
+        return locate
+
+    def _task_inputs(self, stage: Stage, task: TaskPlan) -> tuple[TaskInput, ...]:
+        inputs = []
+        for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
+            produced = self.results[inp.producer]
+            inputs.append(
+                TaskInput(
+                    marker=inp.marker,
+                    kind=inp.kind.value,
+                    schema=exchange_schema(produced),
+                    boundary=inp.boundary,
+                    boundary_child=inp.boundary_child,
+                    groups=input_groups(inp, parts, produced, self._location(inp.producer)),
+                )
+            )
+        return tuple(inputs)
+
+    def _worker_for(self, stage: Stage, task: int) -> str:
+        return self.workers[(stage.id + task) % len(self.workers)]
+
+    # -- running stages ---------------------------------------------------------------------
+    def _run_task(self, stage: Stage, task: TaskPlan, worker: str) -> TaskResult:
+        message = RunTask(
+            query_id=self.query_id,
+            stage=stage.id,
+            task=task.index,
+            attempt=0,
+            plan=task.plan,
+            inputs=self._task_inputs(stage, task),
+            worker=worker,
+            compression=self.compression,
+        )
+        return self.clients.get(worker).run_task(message)
+
+    def _start_stage(self, stage: Stage, pool: ThreadPoolExecutor) -> dict[Future, tuple[Stage, int]]:
+        tasks = self._tasks(stage)
+        self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
+        log.info("stage %d: %d task(s) started", stage.id, len(tasks))
+        return {
+            pool.submit(self._run_task, stage, t, self.placement[stage.id][t.index]): (stage, t.index)
+            for t in tasks
+        }
+
+    def run_stages(self, stages: Sequence[Stage]) -> None:
+        """Run `stages` on workers, each as soon as its producers are complete."""
+        waiting = {stage.id: stage for stage in stages}
+        running: dict[Future, tuple[Stage, int]] = {}
+        partial: dict[int, list[TaskResult | None]] = {}
+        started: dict[int, float] = {}
+        with ThreadPoolExecutor(max_workers=32, thread_name_prefix="dispatch") as pool:
+            try:
+                while waiting or running:
+                    for stage in list(waiting.values()):
+                        if all(inp.producer in self.results for inp in stage.inputs):
+                            del waiting[stage.id]
+                            started[stage.id] = time.perf_counter()
+                            new = self._start_stage(stage, pool)
+                            partial[stage.id] = [None] * len(new)
+                            running.update(new)
+                    if not running:
+                        raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        stage, index = running.pop(future)
+                        worker = self.placement[stage.id][index]
+                        try:
+                            partial[stage.id][index] = result = future.result()
+                        except (WorkerError, WorkerUnreachable) as exc:
+                            raise QueryFailed(
+                                f"stage {stage.id} task {index} on {worker} failed: {exc}"
+                            ) from exc
+                        log.debug(
+                            "stage %d task %d done on %s (%.3fs)", stage.id, index, worker, result.seconds
+                        )
+                        if all(r is not None for r in partial[stage.id]):
+                            self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
+            finally:
+                for future in running:
+                    future.cancel()
+
+    def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
+        self.results[stage.id] = results
+        self.stage_seconds[stage.id] = time.perf_counter() - started
+        rows = sum(p.rows for r in results for p in r.partitions)
+        log.info("stage %d: done in %.3fs, %d rows", stage.id, self.stage_seconds[stage.id], rows)
+
+    # -- the result ---------------------------------------------------------------------------
+    def _head(self, scratch: str) -> Iterator[pa.RecordBatch]:
+        """Run a single-task final stage here, over its inputs fetched from the workers."""
+        final = self.plan.final
+        task = self._tasks(final)[0]
+        resolved = []
+        for inp, message in zip(final.inputs, self._task_inputs(final, task), strict=True):
+            groups = None
+            if message.groups is not None:
+                groups = tuple(tuple(self._fetch(loc, scratch) for loc in g) for g in message.groups)
+            resolved.append(ResolvedInput.of(inp, groups, message.schema))
+        ctx = task_session(self.session_builder)
+        physical = prepare_task_plan(ctx, task.plan, resolved)
+        for partition in range(physical.partition_count):
+            yield from stream_partition(ctx, physical, partition)
+
+    def _fetch(self, location: FileLocation, scratch: str):
+        path = os.path.join(
+            scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
+        )
+        ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
+        try:
+            self.clients.get(location.worker).fetch_to_file(ticket, path)
+        except (WorkerError, WorkerUnreachable) as exc:
+            raise QueryFailed(
+                f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
+            ) from exc
+        return local_file(path)
+
+    def _gather(self) -> Iterator[pa.RecordBatch]:
+        """Stream a multi-task final stage's outputs from the workers that hold them."""
+        final = self.plan.final
+        for task, result in enumerate(self.results[final.id]):
+            if result.schema is None:
+                continue
+            schema = pa.ipc.read_schema(pa.py_buffer(result.schema))
+            worker = self.placement[final.id][task]
+            for part in result.partitions:
+                if part.path is None:
+                    continue
+                ticket = Ticket(self.query_id, final.id, task, part.partition)
+                try:
+                    for batch in self.clients.get(worker).stream(ticket):
+                        yield restore_names(batch, schema)
+                except (WorkerError, WorkerUnreachable) as exc:
+                    raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        """Yield the query's result batches; release every worker's spool data at the end."""
+        scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
+        try:
+            self.run_stages(self.plan.stages[:-1])
+            if len(self._tasks(self.plan.final)) == 1:
+                yield from self._head(scratch)
+            else:
+                self.run_stages([self.plan.final])
+                yield from self._gather()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            self.release()
+
+    def release(self) -> None:
+        """Delete this query's data on every worker; unreachable workers are left to their TTL sweep."""
+        for url in self.workers:
+            try:
+                self.clients.get(url).release(self.query_id)
+            except (WorkerError, WorkerUnreachable) as exc:
+                log.warning("could not release query %s on %s: %s", self.query_id, url, exc)

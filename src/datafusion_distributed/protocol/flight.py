@@ -1,0 +1,146 @@
+"""Arrow Flight transport: the calls a coordinator or a worker makes to a worker.
+
+Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
+data), `health` (version and spool state). `do_get` with a Ticket streams one task output.
+Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
+`WorkerError` carrying the worker's message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from .messages import PROTOCOL_VERSION, RunTask, TaskResult, Ticket, decode_task_result, encode
+
+
+class WorkerUnreachable(ConnectionError):
+    """A worker did not answer (down, wrong address, or timed out)."""
+
+    def __init__(self, url: str, detail: str):
+        super().__init__(f"worker {url} is unreachable: {detail}")
+        self.url = url
+
+
+class WorkerError(RuntimeError):
+    """A worker answered with an error (a task failed, or it refused a message)."""
+
+    def __init__(self, url: str, detail: str):
+        super().__init__(f"worker {url}: {detail}")
+        self.url = url
+        self.detail = detail
+
+
+def _server_message(exc: flight.FlightError) -> str:
+    text = str(exc)
+    # Flight appends gRPC details after the message; keep the worker's own words.
+    return text.split(". Detail:")[0].split("\ngRPC client debug context")[0]
+
+
+class WorkerClient:
+    """Calls to one worker; thread-safe, one Flight connection per client."""
+
+    def __init__(self, url: str, timeout: float = 30.0, task_timeout: float = 600.0):
+        self.url = url
+        self.timeout = timeout
+        self.task_timeout = task_timeout
+        self._client: flight.FlightClient | None = None
+        self._lock = threading.Lock()
+
+    def _flight(self) -> flight.FlightClient:
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = flight.connect(self.url)
+                except (flight.FlightError, pa.ArrowException, OSError) as exc:
+                    raise WorkerUnreachable(self.url, str(exc)) from exc
+            return self._client
+
+    def _call(self, fn, timeout: float):
+        try:
+            return fn(self._flight(), flight.FlightCallOptions(timeout=timeout))
+        except (flight.FlightUnavailableError, flight.FlightTimedOutError) as exc:
+            raise WorkerUnreachable(self.url, _server_message(exc)) from exc
+        except flight.FlightError as exc:
+            raise WorkerError(self.url, _server_message(exc)) from exc
+        except OSError as exc:
+            raise WorkerUnreachable(self.url, str(exc)) from exc
+
+    def _action(self, name: str, body: bytes, timeout: float) -> bytes:
+        def call(client, options):
+            results = list(client.do_action(flight.Action(name, body), options))
+            return results[0].body.to_pybytes() if results else b""
+
+        return self._call(call, timeout)
+
+    def run_task(self, message: RunTask) -> TaskResult:
+        return decode_task_result(self._action("run_task", encode(message), self.task_timeout))
+
+    def release(self, query_id: str) -> None:
+        self._action(
+            "release", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
+        )
+
+    def health(self) -> dict:
+        return json.loads(self._action("health", b"", self.timeout))
+
+    def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
+        """The batches of one task output partition."""
+        reader = self._call(lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.timeout)
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                return
+            except (flight.FlightUnavailableError, flight.FlightTimedOutError) as exc:
+                raise WorkerUnreachable(self.url, _server_message(exc)) from exc
+            except flight.FlightError as exc:
+                raise WorkerError(self.url, _server_message(exc)) from exc
+            yield chunk.data
+
+    def fetch_to_file(self, ticket: Ticket, path: str) -> int:
+        """Copy one task output partition into a local Arrow IPC file; return its size."""
+        writer = None
+        try:
+            for batch in self.stream(ticket):
+                if writer is None:
+                    writer = pa.ipc.new_file(path, batch.schema)
+                writer.write_batch(batch)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise WorkerError(self.url, f"output {ticket} was empty although it was recorded with rows")
+        return pa.OSFile(path).size()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+class ClientPool:
+    """One WorkerClient per URL, shared by every query of a coordinator or worker."""
+
+    def __init__(self, timeout: float = 30.0, task_timeout: float = 600.0):
+        self.timeout = timeout
+        self.task_timeout = task_timeout
+        self._clients: dict[str, WorkerClient] = {}
+        self._lock = threading.Lock()
+
+    def get(self, url: str) -> WorkerClient:
+        with self._lock:
+            if url not in self._clients:
+                self._clients[url] = WorkerClient(url, self.timeout, self.task_timeout)
+            return self._clients[url]
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()

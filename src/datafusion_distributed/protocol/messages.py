@@ -1,0 +1,253 @@
+"""Messages between coordinator and workers: versioned, validated, JSON on the wire.
+
+Every message carries `version`; a worker refuses any other version, and any field of the
+wrong type or out of bounds, with a `ProtocolError` naming the field, before touching state.
+Plan bytes travel base64-encoded inside the JSON body.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_PLAN_BYTES = 32 * 1024 * 1024
+MAX_FILES = 100_000
+_QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_KINDS = {"shuffle", "coalesce", "merge"}
+
+
+class ProtocolError(ValueError):
+    """A message that is malformed, too large, or of another protocol version."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ProtocolError(message)
+
+
+def _int(value: Any, name: str, low: int = 0, high: int = 1 << 40) -> int:
+    _check(isinstance(value, int) and not isinstance(value, bool), f"{name} must be an integer")
+    _check(low <= value <= high, f"{name}={value} is out of range [{low}, {high}]")
+    return value
+
+
+def _bytes(value: Any, name: str, limit: int = MAX_PLAN_BYTES) -> bytes:
+    _check(isinstance(value, str), f"{name} must be base64 text")
+    _check(len(value) <= limit * 4 // 3 + 4, f"{name} is larger than {limit} bytes")
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError as exc:
+        raise ProtocolError(f"{name} is not valid base64") from exc
+
+
+def _opt_bytes(value: Any, name: str) -> bytes | None:
+    return None if value is None else _bytes(value, name)
+
+
+def check_query_id(value: Any) -> str:
+    _check(isinstance(value, str) and bool(_QUERY_ID.match(value)), "query_id must match [A-Za-z0-9_-]{1,64}")
+    return value
+
+
+def _str(value: Any, name: str, limit: int = 4096) -> str:
+    _check(isinstance(value, str) and len(value) <= limit, f"{name} must be a string of at most {limit}")
+    return value
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+@dataclass(frozen=True)
+class FileLocation:
+    """A producer's output partition: on which worker, and its path in that worker's spool."""
+
+    worker: str
+    stage: int
+    task: int
+    partition: int
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    marker: bytes
+    kind: str
+    schema: bytes | None
+    boundary: bytes
+    boundary_child: bytes
+    groups: tuple[tuple[FileLocation, ...], ...] | None
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """Run task `task` of stage `stage` of query `query_id` and keep its outputs in the spool."""
+
+    query_id: str
+    stage: int
+    task: int
+    attempt: int
+    plan: bytes
+    inputs: tuple[TaskInput, ...]
+    worker: str  # the URL the coordinator reaches this worker by (inputs there are local)
+    compression: str | None = "lz4"
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    partition: int
+    rows: int
+    bytes: int
+    path: str | None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    partitions: tuple[PartitionResult, ...]
+    schema: bytes | None
+    seconds: float
+    fetched_bytes: int
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """Names one output partition of one task in a worker's spool."""
+
+    query_id: str
+    stage: int
+    task: int
+    partition: int
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, bytes):
+        return _b64(obj)
+    if isinstance(obj, (list, tuple)):
+        return [_encode(x) for x in obj]
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: _encode(getattr(obj, f.name)) for f in fields(obj)}
+    return obj
+
+
+def encode(message: Any) -> bytes:
+    """JSON bytes of a message, with the protocol version."""
+    body = _encode(message)
+    body["version"] = PROTOCOL_VERSION
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _load(data: bytes, expected: set[str]) -> dict:
+    _check(len(data) <= MAX_MESSAGE_BYTES, f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"message is not valid JSON: {exc}") from exc
+    _check(isinstance(body, dict), "message must be a JSON object")
+    version = body.pop("version", None)
+    _check(
+        version == PROTOCOL_VERSION,
+        f"unsupported protocol version {version!r}: this side speaks version {PROTOCOL_VERSION}",
+    )
+    unknown = set(body) - expected
+    _check(not unknown, f"unknown fields {sorted(unknown)}")
+    missing = expected - set(body) - {"compression"}
+    _check(not missing, f"missing fields {sorted(missing)}")
+    return body
+
+
+def _list(value: Any, name: str, limit: int = MAX_FILES) -> list:
+    _check(isinstance(value, list) and len(value) <= limit, f"{name} must be a list of at most {limit}")
+    return value
+
+
+def _file_location(raw: Any) -> FileLocation:
+    _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(FileLocation)}, "bad file location")
+    return FileLocation(
+        worker=_str(raw["worker"], "worker"),
+        stage=_int(raw["stage"], "stage", high=1 << 20),
+        task=_int(raw["task"], "task", high=1 << 20),
+        partition=_int(raw["partition"], "partition", high=1 << 20),
+        path=_str(raw["path"], "path"),
+        size=_int(raw["size"], "size"),
+    )
+
+
+def _task_input(raw: Any) -> TaskInput:
+    _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(TaskInput)}, "bad task input")
+    _check(raw["kind"] in _KINDS, f"input kind must be one of {sorted(_KINDS)}")
+    groups = raw["groups"]
+    return TaskInput(
+        marker=_bytes(raw["marker"], "marker", 1024),
+        kind=raw["kind"],
+        schema=_opt_bytes(raw["schema"], "schema"),
+        boundary=_bytes(raw["boundary"], "boundary"),
+        boundary_child=_bytes(raw["boundary_child"], "boundary_child"),
+        groups=None
+        if groups is None
+        else tuple(tuple(_file_location(f) for f in _list(g, "group")) for g in _list(groups, "groups")),
+    )
+
+
+def decode_run_task(data: bytes) -> RunTask:
+    body = _load(data, {f.name for f in fields(RunTask)})
+    compression = body.get("compression", "lz4")
+    _check(compression in (None, "lz4", "zstd"), "compression must be null, 'lz4' or 'zstd'")
+    return RunTask(
+        query_id=check_query_id(body["query_id"]),
+        stage=_int(body["stage"], "stage", high=1 << 20),
+        task=_int(body["task"], "task", high=1 << 20),
+        attempt=_int(body["attempt"], "attempt", high=1000),
+        plan=_bytes(body["plan"], "plan"),
+        inputs=tuple(_task_input(i) for i in _list(body["inputs"], "inputs", 1024)),
+        worker=_str(body["worker"], "worker"),
+        compression=compression,
+    )
+
+
+def decode_task_result(data: bytes) -> TaskResult:
+    body = _load(data, {f.name for f in fields(TaskResult)})
+    parts = []
+    for raw in _list(body["partitions"], "partitions"):
+        _check(isinstance(raw, dict), "bad partition result")
+        path = raw.get("path")
+        parts.append(
+            PartitionResult(
+                partition=_int(raw.get("partition"), "partition"),
+                rows=_int(raw.get("rows"), "rows", high=1 << 62),
+                bytes=_int(raw.get("bytes"), "bytes", high=1 << 62),
+                path=None if path is None else _str(path, "path"),
+            )
+        )
+    seconds = body["seconds"]
+    _check(isinstance(seconds, (int, float)), "seconds must be a number")
+    return TaskResult(
+        tuple(parts),
+        _opt_bytes(body["schema"], "schema"),
+        float(seconds),
+        _int(body["fetched_bytes"], "fetched_bytes", high=1 << 62),
+    )
+
+
+def decode_ticket(data: bytes) -> Ticket:
+    body = _load(data, {f.name for f in fields(Ticket)})
+    return Ticket(
+        query_id=check_query_id(body["query_id"]),
+        stage=_int(body["stage"], "stage", high=1 << 20),
+        task=_int(body["task"], "task", high=1 << 20),
+        partition=_int(body["partition"], "partition", high=1 << 20),
+    )
+
+
+def decode_query_id(data: bytes) -> str:
+    body = _load(data, {"query_id"})
+    return check_query_id(body["query_id"])
+
+
+def as_dict(message: Any) -> dict:
+    return asdict(message)

@@ -1,0 +1,191 @@
+"""The worker: an Arrow Flight service that runs tasks and serves their outputs from its spool."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from .. import __version__
+from ..codec import ScannedFile
+from ..protocol.flight import ClientPool
+from ..protocol.messages import (
+    PROTOCOL_VERSION,
+    FileLocation,
+    PartitionResult,
+    ProtocolError,
+    RunTask,
+    TaskResult,
+    Ticket,
+    decode_query_id,
+    decode_run_task,
+    decode_ticket,
+    encode,
+)
+from .session import SessionBuilder, task_session
+from .spool import Spool
+from .task_execution import ResolvedInput, local_file, prepare_task_plan, write_task_outputs
+
+log = logging.getLogger(__name__)
+
+FETCH_CONCURRENCY = 4
+
+
+class FlightWorker(flight.FlightServerBase):
+    """Runs tasks sent by coordinators and serves their outputs with `do_get`.
+
+    Args:
+        host, port: where to listen (port 0 picks a free port; see `url`).
+        spool_dir: folder for task outputs and fetched inputs.
+        session_builder: hook building each task's SessionContext (object stores, UDFs, config).
+        spool_ttl: seconds after which an abandoned query's spool folder is swept.
+    """
+
+    def __init__(
+        self,
+        spool_dir: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        session_builder: SessionBuilder | None = None,
+        spool_ttl: float = 3600.0,
+        fetch_timeout: float = 60.0,
+    ):
+        super().__init__(f"grpc://{host}:{port}")
+        self.host = host
+        self.url = f"grpc://{host}:{self.port}"
+        self.spool = Spool(spool_dir, spool_ttl)
+        self._session_builder = session_builder
+        self._clients = ClientPool(timeout=fetch_timeout)
+        self._stopped = threading.Event()
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
+        self._sweeper.start()
+
+    # -- Flight entry points -------------------------------------------------------------
+    def list_actions(self, context):
+        return [
+            ("run_task", "Run one task and keep its outputs in the spool"),
+            ("release", "Delete a query's spool data"),
+            ("health", "Version and spool state"),
+        ]
+
+    def do_action(self, context, action):
+        body = action.body.to_pybytes() if action.body is not None else b""
+        try:
+            if action.type == "run_task":
+                result = self._run_task(decode_run_task(body))
+                return [flight.Result(encode(result))]
+            if action.type == "release":
+                self.spool.release(decode_query_id(body))
+                return []
+            if action.type == "health":
+                return [flight.Result(json.dumps(self.health()).encode())]
+        except ProtocolError as exc:
+            raise flight.FlightServerError(f"refused message: {exc}") from exc
+        raise flight.FlightServerError(f"unknown action {action.type!r}")
+
+    def do_get(self, context, ticket):
+        try:
+            t = decode_ticket(ticket.ticket)
+        except ProtocolError as exc:
+            raise flight.FlightServerError(f"refused ticket: {exc}") from exc
+        path = self.spool.output_path(t.query_id, t.stage, t.task, t.partition)
+        if not os.path.exists(path):
+            raise flight.FlightServerError(
+                f"no output for query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
+            )
+        source = pa.memory_map(path)
+        reader = pa.ipc.open_file(source)
+        batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        return flight.GeneratorStream(reader.schema, batches)
+
+    # -- work ----------------------------------------------------------------------------
+    def health(self) -> dict:
+        return {
+            "version": __version__,
+            "protocol": PROTOCOL_VERSION,
+            "url": self.url,
+            "spool_files": len(self.spool.files()),
+        }
+
+    def _locate(self, message: RunTask, location: FileLocation, folder: str) -> tuple[ScannedFile, int]:
+        if (
+            location.worker == message.worker
+            and self.spool.owns(location.path)
+            and os.path.exists(location.path)
+        ):
+            return local_file(location.path), 0
+        os.makedirs(folder, exist_ok=True)
+        dest = os.path.join(
+            folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
+        )
+        ticket = Ticket(message.query_id, location.stage, location.task, location.partition)
+        size = self._clients.get(location.worker).fetch_to_file(ticket, dest)
+        return local_file(dest), size
+
+    def _resolve_inputs(self, message: RunTask) -> tuple[list[ResolvedInput], int]:
+        folder = self.spool.inputs_dir(message.query_id, message.stage, message.task, message.attempt)
+        locations = [loc for inp in message.inputs for group in (inp.groups or ()) for loc in group]
+        with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="fetch") as pool:
+            located = dict(
+                zip(
+                    locations,
+                    pool.map(lambda loc: self._locate(message, loc, folder), locations),
+                    strict=True,
+                )
+            )
+        resolved = [
+            ResolvedInput.of(
+                inp,
+                None
+                if inp.groups is None
+                else tuple(tuple(located[loc][0] for loc in g) for g in inp.groups),
+                inp.schema,
+            )
+            for inp in message.inputs
+        ]
+        return resolved, sum(size for _, size in located.values())
+
+    def _run_task(self, message: RunTask) -> TaskResult:
+        started = time.perf_counter()
+        name = f"query {message.query_id} stage {message.stage} task {message.task}"
+        log.debug("running %s (attempt %d)", name, message.attempt)
+        try:
+            inputs, fetched = self._resolve_inputs(message)
+            ctx = task_session(self._session_builder)
+            plan = prepare_task_plan(ctx, message.plan, inputs)
+            output = write_task_outputs(
+                ctx,
+                plan,
+                self.spool.task_dir(message.query_id, message.stage, message.task),
+                message.compression,
+                path_for=lambda p: self.spool.output_path(message.query_id, message.stage, message.task, p),
+            )
+        except Exception as exc:
+            log.warning("%s failed: %s", name, exc)
+            raise flight.FlightServerError(f"{name} failed: {exc}") from exc
+        return TaskResult(
+            partitions=tuple(
+                PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
+            ),
+            schema=output.schema,
+            seconds=time.perf_counter() - started,
+            fetched_bytes=fetched,
+        )
+
+    def _sweep_loop(self) -> None:
+        interval = max(1.0, min(60.0, self.spool.ttl_seconds / 4))
+        while not self._stopped.wait(interval):
+            for query_id in self.spool.sweep():
+                log.info("swept abandoned query %s from the spool", query_id)
+
+    def stop(self) -> None:
+        """Stop serving and close connections to other workers."""
+        self._stopped.set()
+        self.shutdown()
+        self._clients.close()
