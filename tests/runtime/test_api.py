@@ -1,0 +1,124 @@
+"""The public API over the embedded cluster: results in every form, UDFs, CSV and JSON tables."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext, udf
+
+from datafusion_distributed import DistributedConfig, DistributedContext, EnvResolver, StaticResolver
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=1024)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tables")
+    rows = 3000
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "grp": pa.array([f"g{i % 7}" for i in range(rows)]),
+            "x": pa.array([float(i % 101) / 3 for i in range(rows)]),
+        }
+    )
+    for fmt in ("parquet", "csv", "json"):
+        (root / fmt).mkdir()
+    for part in range(4):
+        chunk = table.slice(part * rows // 4, rows // 4)
+        pq.write_table(chunk, root / "parquet" / f"part-{part}.parquet")
+        pa_csv.write_csv(chunk, root / "csv" / f"part-{part}.csv")
+        with open(root / "json" / f"part-{part}.json", "w") as f:
+            for record in chunk.to_pylist():
+                f.write(json.dumps(record) + "\n")
+    return root
+
+
+def register(ctx: SessionContext, root) -> SessionContext:
+    ctx.register_parquet("t_parquet", str(root / "parquet"))
+    ctx.register_csv("t_csv", str(root / "csv"))
+    ctx.register_json("t_json", str(root / "json"))
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def dctx(data_dir):
+    with DistributedContext(register(SessionContext(), data_dir), config=CONFIG) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def single(data_dir):
+    return register(SessionContext(), data_dir)
+
+
+@pytest.mark.parametrize("table", ["t_parquet", "t_csv", "t_json"])
+def test_formats_run_distributed_and_match(dctx, single, table):
+    sql = f"SELECT grp, count(*) AS n, sum(x) AS s FROM {table} WHERE id % 3 <> 0 GROUP BY grp"
+    df = dctx.sql(sql)
+    assert df.distributed_plan().is_distributed
+    assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_python_udf_runs_on_workers(dctx, single):
+    double_it = udf(lambda arr: pc.multiply(arr, 2), [pa.float64()], pa.float64(), "immutable", "double_it")
+    dctx.register_udf(double_it)
+    single.register_udf(double_it)
+    sql = "SELECT grp, sum(double_it(x)) AS s FROM t_parquet GROUP BY grp"
+    df = dctx.sql(sql)
+    assert df.distributed_plan().is_distributed
+    assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_result_forms(dctx, single):
+    sql = "SELECT id, grp FROM t_parquet WHERE id < 10 ORDER BY id"
+    expected = single.sql(sql).to_arrow_table()
+    df = dctx.sql(sql)
+    assert df.to_arrow_table().equals(expected)
+    assert df.to_pylist() == expected.to_pylist()
+    assert df.to_pandas()["id"].tolist() == list(range(10))
+    assert df.to_polars()["id"].to_list() == list(range(10))
+    assert sum(b.num_rows for b in df.collect()) == 10
+    assert sum(b.num_rows for b in df.execute_stream()) == 10
+    assert dctx.sql("SELECT * FROM t_parquet").count() == 3000
+
+
+def test_empty_result_keeps_schema(dctx):
+    table = dctx.sql("SELECT id, grp FROM t_parquet WHERE id < 0").to_arrow_table()
+    assert table.num_rows == 0
+    assert table.column_names == ["id", "grp"]
+
+
+def test_table_and_read_parquet(dctx, data_dir):
+    assert dctx.table("t_parquet").count() == 3000
+    assert dctx.read_parquet(str(data_dir / "parquet")).count() == 3000
+
+
+def test_show_and_explain(dctx, capsys):
+    df = dctx.sql("SELECT grp, count(*) FROM t_parquet GROUP BY grp")
+    df.show()
+    df.explain()
+    out = capsys.readouterr().out
+    assert "g0" in out and "Stage" in out
+
+
+def test_bad_sql_names_the_problem(dctx):
+    with pytest.raises(Exception, match="no_such_table"):
+        dctx.sql("SELECT * FROM no_such_table").to_arrow_table()
+
+
+def test_resolvers(monkeypatch):
+    assert StaticResolver(["grpc://127.0.0.1:1"]).get_urls() == ["grpc://127.0.0.1:1"]
+    with pytest.raises(ValueError, match="must start with grpc"):
+        StaticResolver(["http://x"])
+    monkeypatch.setenv("DATAFUSION_DISTRIBUTED_WORKERS", "grpc://127.0.0.1:1, grpc://127.0.0.1:2")
+    assert EnvResolver().get_urls() == ["grpc://127.0.0.1:1", "grpc://127.0.0.1:2"]
+    monkeypatch.setenv("DATAFUSION_DISTRIBUTED_WORKERS", "")
+    with pytest.raises(ValueError, match="lists no worker"):
+        EnvResolver().get_urls()

@@ -1,0 +1,97 @@
+"""Bad input and dying workers give clear errors naming the cause; nothing hangs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster, QueryFailed
+from datafusion_distributed.protocol.messages import PROTOCOL_VERSION, Ticket, encode
+
+
+@pytest.fixture
+def table_dir(tmp_path):
+    for part in range(4):
+        pq.write_table(
+            pa.table({"k": list(range(part * 100, part * 100 + 100))}), tmp_path / f"p{part}.parquet"
+        )
+    return tmp_path
+
+
+def test_killed_worker_is_named_in_the_error(table_dir):
+    config = DistributedConfig(bytes_per_partition=1024, connect_timeout=5, task_timeout=20)
+    with LocalCluster(2) as cluster:
+        ctx = SessionContext()
+        ctx.register_parquet("t", str(table_dir))
+        dctx = DistributedContext(ctx, workers=cluster, config=config)
+        sql = "SELECT k % 10 AS g, count(*) FROM t GROUP BY 1"
+        assert len(dctx.sql(sql).to_pylist()) == 10
+        dead = cluster.urls[1]
+        cluster.kill(1)
+        started = time.monotonic()
+        with pytest.raises(QueryFailed, match=dead.replace("+", r"\+")):
+            dctx.sql(sql).to_pylist()
+        assert time.monotonic() - started < 25
+        dctx.close()
+
+
+def test_unreachable_url_is_named(table_dir):
+    url = "grpc://127.0.0.1:9"  # the discard port: nothing listens there
+    config = DistributedConfig(bytes_per_partition=1024, connect_timeout=3)
+    dctx = DistributedContext(SessionContext(), workers=[url, url], config=config)
+    dctx.register_parquet("t", str(table_dir))
+    started = time.monotonic()
+    with pytest.raises(QueryFailed, match="worker grpc://127.0.0.1:9 is unreachable"):
+        dctx.sql("SELECT k % 10, count(*) FROM t GROUP BY 1").to_pylist()
+    assert time.monotonic() - started < 10
+
+
+@pytest.fixture(scope="module")
+def worker_client():
+    with DistributedContext(SessionContext()) as dctx:
+        url = dctx.workers()[0]
+        yield flight.connect(url), url
+
+
+def _action(client, name, body):
+    return list(client.do_action(flight.Action(name, body)))
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"not json", "not valid JSON"),
+        (json.dumps({"version": 99}).encode(), "unsupported protocol version 99"),
+        (json.dumps({"version": PROTOCOL_VERSION, "query_id": "x"}).encode(), "missing fields"),
+    ],
+)
+def test_worker_refuses_malformed_run_task(worker_client, body, reason):
+    client, _ = worker_client
+    with pytest.raises(flight.FlightServerError, match=reason):
+        _action(client, "run_task", body)
+
+
+def test_ticket_cannot_escape_the_spool(worker_client):
+    client, _ = worker_client
+    bad = json.dumps(
+        {"version": PROTOCOL_VERSION, "query_id": "../../etc", "stage": 0, "task": 0, "partition": 0}
+    )
+    with pytest.raises(flight.FlightServerError, match="query_id must match"):
+        client.do_get(flight.Ticket(bad.encode())).read_all()
+    missing = encode(Ticket("nosuchquery", 0, 0, 0))
+    with pytest.raises(flight.FlightServerError, match="no output for query nosuchquery"):
+        client.do_get(flight.Ticket(missing)).read_all()
+
+
+def test_unknown_action_and_health(worker_client):
+    client, url = worker_client
+    with pytest.raises(flight.FlightServerError, match="unknown action"):
+        _action(client, "format_disk", b"")
+    health = json.loads(_action(client, "health", b"")[0].body.to_pybytes())
+    assert health["protocol"] == PROTOCOL_VERSION and health["url"] == url

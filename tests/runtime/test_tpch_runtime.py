@@ -1,0 +1,53 @@
+"""All 22 TPC-H queries at SF 0.1 over real Flight workers match single-node DataFusion."""
+
+from __future__ import annotations
+
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
+
+# Small partitions so SF 0.1 really splits across tasks.
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024)
+
+
+@pytest.fixture(scope="module")
+def single_node(tpch_sf01):
+    ctx = SessionContext()
+    register_tpch(ctx, tpch_sf01)
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def embedded(tpch_sf01):
+    ctx = SessionContext()
+    register_tpch(ctx, tpch_sf01)
+    with DistributedContext(ctx, config=CONFIG) as dctx:
+        yield dctx
+        assert dctx._cluster.spool_files() == []
+
+
+@pytest.fixture(scope="module")
+def three_processes(tpch_sf01):
+    with LocalCluster(3) as cluster:
+        ctx = SessionContext()
+        register_tpch(ctx, tpch_sf01)
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            yield dctx
+        assert cluster.spool_files() == [], "a query left data in a worker's spool"
+    assert all(p.poll() is not None for p in cluster.processes)
+
+
+@pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
+def test_tpch_embedded(embedded, single_node, n):
+    sql = tpch_query(n)
+    assert_tables_equal(embedded.sql(sql).to_arrow_table(), single_node.sql(sql).to_arrow_table(), sql=sql)
+
+
+@pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
+def test_tpch_local_cluster(three_processes, single_node, n):
+    sql = tpch_query(n)
+    df = three_processes.sql(sql)
+    assert_tables_equal(df.to_arrow_table(), single_node.sql(sql).to_arrow_table(), sql=sql)
