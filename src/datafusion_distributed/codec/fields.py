@@ -8,7 +8,7 @@ new wheel moves any of them.
 # PhysicalPlanNode's oneof: the file scan variants.
 PARQUET_SCAN = 1
 CSV_SCAN = 2
-AVRO_SCAN = 7
+AVRO_SCAN = 17  # (7 is LocalLimitExecNode)
 JSON_SCAN = 31
 ARROW_SCAN = 38
 SCAN_KINDS = {
