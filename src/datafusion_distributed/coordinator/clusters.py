@@ -81,7 +81,7 @@ class LocalCluster:
             self.close()
             raise
 
-    def _start(self, spool: str, timeout: float) -> None:
+    def _start(self, spool: str, timeout: float, index: int | None = None) -> None:
         command = [
             sys.executable, "-m", "datafusion_distributed", "worker",
             "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
@@ -90,9 +90,12 @@ class LocalCluster:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True
         )
-        self.processes.append(process)
-        url = _read_url(process, timeout)
-        self.urls.append(url)
+        if index is None:
+            self.processes.append(process)
+            self.urls.append(_read_url(process, timeout))
+        else:
+            self.processes[index] = process
+            self.urls[index] = _read_url(process, timeout)
 
     def get_urls(self) -> list[str]:
         return list(self.urls)
@@ -101,6 +104,14 @@ class LocalCluster:
         """Kill worker `index` abruptly (SIGKILL), as a crash would."""
         self.processes[index].kill()
         self.processes[index].wait()
+
+    def restart(self, index: int, start_timeout: float = 30.0) -> None:
+        """Start worker `index` again (after `kill`); it gets a new port, so a new URL."""
+        if self.processes[index].poll() is None:
+            self.kill(index)
+        if self.processes[index].stdout:
+            self.processes[index].stdout.close()
+        self._start(os.path.join(self.spool_root, f"worker-{index}"), start_timeout, index)
 
     def spool_files(self) -> list[str]:
         found = []

@@ -20,6 +20,9 @@ class DistributedConfig:
         compression: codec of exchanged Arrow IPC files: "lz4", "zstd" or None. Default "lz4".
         connect_timeout: seconds to wait for a worker to answer a short call. Default 30.
         task_timeout: seconds a task may run before the query fails. Default 600.
+        task_attempts: tries of a task whose worker was lost (the task reruns on another
+            worker; outputs the lost worker held are recomputed). Errors of the query itself
+            (bad SQL, a UDF raising) fail at once. Default 3.
     """
 
     partitions_per_task: int = 2
@@ -30,12 +33,15 @@ class DistributedConfig:
     compression: str | None = "lz4"
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
+    task_attempts: int = 3
 
     def __post_init__(self) -> None:
         if self.embedded_workers < 1:
             raise ValueError("embedded_workers must be at least 1")
         if self.compression not in (None, "lz4", "zstd"):
             raise ValueError("compression must be None, 'lz4' or 'zstd'")
+        if self.task_attempts < 1:
+            raise ValueError("task_attempts must be at least 1")
         if self.connect_timeout <= 0 or self.task_timeout <= 0:
             raise ValueError("timeouts must be positive")
 

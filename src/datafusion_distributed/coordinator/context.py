@@ -166,6 +166,7 @@ class DistributedDataFrame:
             self._dctx.clients,
             compression=self._dctx.config.compression,
             session_builder=self._dctx.session_builder,
+            task_attempts=self._dctx.config.task_attempts,
         )
         stream = run.execute()
         with contextlib.closing(stream):

@@ -1,13 +1,17 @@
 """Run a distributed plan on workers: stages start when their inputs are complete, independent
 stages run at once, tasks spread over workers, and the final stage streams the result.
 
-A query's spool data is released on every worker when the query ends, fails or is abandoned.
+Stages are materialised, so a lost worker costs only its work: a task that fails because a
+worker is unreachable is retried on another worker, and outputs the lost worker held are first
+recomputed from their inputs (lineage). Any other error fails the query at once. A query's
+spool data is released on every worker when the query ends, fails or is abandoned.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -33,6 +37,17 @@ class QueryFailed(RuntimeError):
     """A distributed query failed; the message names the stage, task and worker."""
 
 
+_UNREACHABLE = re.compile(r"worker (\S+) is unreachable")
+
+
+def lost_worker(exc: BaseException) -> str | None:
+    """The worker whose loss caused `exc` (directly, or while fetching an input), if any."""
+    if isinstance(exc, WorkerUnreachable):
+        return exc.url
+    match = _UNREACHABLE.search(str(exc))
+    return match.group(1) if match else None
+
+
 class QueryRun:
     """One execution of a distributed plan over a list of workers."""
 
@@ -43,6 +58,7 @@ class QueryRun:
         clients: ClientPool,
         compression: str | None = "lz4",
         session_builder: SessionBuilder | None = None,
+        task_attempts: int = 3,
     ):
         if not workers:
             raise ValueError("no workers to run the query on")
@@ -51,6 +67,9 @@ class QueryRun:
         self.clients = clients
         self.compression = compression
         self.session_builder = session_builder
+        self.task_attempts = task_attempts
+        self.dead: set[str] = set()
+        self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.query_id = uuid.uuid4().hex
         self.results: dict[int, list[TaskResult]] = {}
         self.placement: dict[int, list[str]] = {}  # stage -> worker URL of each task
@@ -84,16 +103,19 @@ class QueryRun:
             )
         return tuple(inputs)
 
-    def _worker_for(self, stage: Stage, task: int) -> str:
-        return self.workers[(stage.id + task) % len(self.workers)]
+    def _worker_for(self, stage: Stage, task: int, attempt: int = 0) -> str:
+        live = [w for w in self.workers if w not in self.dead]
+        if not live:
+            raise QueryFailed(f"every worker is unreachable: {', '.join(self.workers)}")
+        return live[(stage.id + task + attempt) % len(live)]
 
     # -- running stages ---------------------------------------------------------------------
-    def _run_task(self, stage: Stage, task: TaskPlan, worker: str) -> TaskResult:
+    def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
         message = RunTask(
             query_id=self.query_id,
             stage=stage.id,
             task=task.index,
-            attempt=0,
+            attempt=attempt,
             plan=task.plan,
             inputs=self._task_inputs(stage, task),
             worker=worker,
@@ -102,7 +124,7 @@ class QueryRun:
         return self.clients.get(worker).run_task(message)
 
     def _start_stage(self, stage: Stage, pool: ThreadPoolExecutor) -> dict[Future, tuple[Stage, int]]:
-        tasks = self._tasks(stage)
+        tasks = self.tasks_run[stage.id] = self._tasks(stage)
         self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.info("stage %d: %d task(s) started", stage.id, len(tasks))
         return {
@@ -116,6 +138,7 @@ class QueryRun:
         running: dict[Future, tuple[Stage, int]] = {}
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
+        attempts: dict[tuple[int, int], int] = {}
         with ThreadPoolExecutor(max_workers=32, thread_name_prefix="dispatch") as pool:
             try:
                 while waiting or running:
@@ -135,9 +158,13 @@ class QueryRun:
                         try:
                             partial[stage.id][index] = result = future.result()
                         except (WorkerError, WorkerUnreachable) as exc:
-                            raise QueryFailed(
-                                f"stage {stage.id} task {index} on {worker} failed: {exc}"
-                            ) from exc
+                            attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+                            self._recover(stage, index, worker, exc, attempt)
+                            task = self.tasks_run[stage.id][index]
+                            retry = self._worker_for(stage, index, attempt)
+                            self.placement[stage.id][index] = retry
+                            running[pool.submit(self._run_task, stage, task, retry, attempt)] = (stage, index)
+                            continue
                         log.debug(
                             "stage %d task %d done on %s (%.3fs)", stage.id, index, worker, result.seconds
                         )
@@ -147,6 +174,43 @@ class QueryRun:
                 for future in running:
                     future.cancel()
 
+    def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
+        """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
+        lost = lost_worker(exc)
+        if lost is None or attempt >= self.task_attempts:
+            tried = f" after {attempt} attempts" if lost else ""
+            raise QueryFailed(f"stage {stage.id} task {index} on {worker} failed{tried}: {exc}") from exc
+        self.dead.add(lost)
+        log.warning(
+            "worker %s lost; retrying stage %d task %d (attempt %d)", lost, stage.id, index, attempt + 1
+        )
+        time.sleep(0.05 * attempt)
+        self._recompute_lost_outputs()
+
+    def _recompute_lost_outputs(self) -> None:
+        """Rerun, on live workers, completed tasks whose outputs were on lost workers.
+
+        Stages are visited producers first, so each rerun reads inputs that are already safe.
+        """
+        for stage in self.plan.stages:
+            for task in self.tasks_run.get(stage.id, ()) if stage.id in self.results else ():
+                attempt = 0
+                while self.placement[stage.id][task.index] in self.dead:
+                    attempt += 1
+                    worker = self._worker_for(stage, task.index, attempt)
+                    try:
+                        self.results[stage.id][task.index] = self._run_task(stage, task, worker, attempt)
+                        self.placement[stage.id][task.index] = worker
+                        log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
+                    except (WorkerError, WorkerUnreachable) as exc:
+                        lost = lost_worker(exc)
+                        if lost is None or attempt >= self.task_attempts:
+                            raise QueryFailed(
+                                f"recomputing stage {stage.id} task {task.index} failed: {exc}"
+                            ) from exc
+                        self.dead.add(lost)
+                        self._recompute_lost_outputs()  # an input of this task may be gone too
+
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.results[stage.id] = results
         self.stage_seconds[stage.id] = time.perf_counter() - started
@@ -154,16 +218,30 @@ class QueryRun:
         log.info("stage %d: done in %.3fs, %d rows", stage.id, self.stage_seconds[stage.id], rows)
 
     # -- the result ---------------------------------------------------------------------------
+    def _head_inputs(self, task: TaskPlan, scratch: str) -> list[ResolvedInput]:
+        """Fetch a single-task final stage's inputs here, recomputing any a lost worker held."""
+        final = self.plan.final
+        for attempt in range(1, self.task_attempts + 1):
+            try:
+                resolved = []
+                for inp, message in zip(final.inputs, self._task_inputs(final, task), strict=True):
+                    groups = None
+                    if message.groups is not None:
+                        groups = tuple(tuple(self._fetch(loc, scratch) for loc in g) for g in message.groups)
+                    resolved.append(ResolvedInput.of(inp, groups, message.schema))
+                return resolved
+            except QueryFailed as exc:
+                lost = lost_worker(exc)
+                if lost is None or attempt == self.task_attempts:
+                    raise
+                self.dead.add(lost)
+                self._recompute_lost_outputs()
+        raise AssertionError("unreachable")
+
     def _head(self, scratch: str) -> Iterator[pa.RecordBatch]:
         """Run a single-task final stage here, over its inputs fetched from the workers."""
-        final = self.plan.final
-        task = self._tasks(final)[0]
-        resolved = []
-        for inp, message in zip(final.inputs, self._task_inputs(final, task), strict=True):
-            groups = None
-            if message.groups is not None:
-                groups = tuple(tuple(self._fetch(loc, scratch) for loc in g) for g in message.groups)
-            resolved.append(ResolvedInput.of(inp, groups, message.schema))
+        task = self._tasks(self.plan.final)[0]
+        resolved = self._head_inputs(task, scratch)
         ctx = task_session(self.session_builder)
         physical = prepare_task_plan(ctx, task.plan, resolved)
         for partition in range(physical.partition_count):
@@ -216,7 +294,9 @@ class QueryRun:
 
     def release(self) -> None:
         """Delete this query's data on every worker; unreachable workers are left to their TTL sweep."""
-        for url in self.workers:
+        for url in dict.fromkeys(self.workers):
+            if url in self.dead:
+                continue  # its spool is swept by its TTL if it comes back
             try:
                 self.clients.get(url).release(self.query_id)
             except (WorkerError, WorkerUnreachable) as exc:
