@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all setup demo test test-all lint format clean-data
+.PHONY: all setup demo test test-all lint format clean-data bench
 
 all: test
 

@@ -1,0 +1,286 @@
+"""TPC-H: single-node DataFusion against the same queries run distributed, side by side.
+
+Each query runs ``--iterations`` times, interleaved (single-node, distributed, [embedded]), so
+that both sides see the same machine state; the order alternates between iterations. Every
+distributed answer is checked against the single-node answer of the same iteration.
+
+Single-node runs a plain ``SessionContext`` with ``target_partitions = workers *
+partitions_per_task``; distributed runs over a ``LocalCluster`` of ``--workers`` worker
+processes (and, with ``--embedded``, over the in-process cluster as well).
+
+    python benchmarks/tpch.py --sf 1 --workers 2 --partitions-per-task 1 --iterations 3
+    python benchmarks/tpch.py --queries 1,3 --compare benchmarks/results/OLD.json
+
+Results are written as JSON to ``benchmarks/results/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import datafusion
+import pyarrow as pa
+from datafusion import SessionConfig, SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SINGLE = "single"
+DISTRIBUTED = "distributed"
+EMBEDDED = "embedded"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    p.add_argument("--parts", type=int, default=4, help="Parquet files per table (default 4)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--partitions-per-task", type=int, default=1, help="partitions per task (default 1)")
+    p.add_argument("--iterations", type=int, default=3, help="timed runs of each query (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
+    p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
+    p.add_argument("--compare", metavar="OLD.json", help="print the change against an earlier result")
+    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    return p.parse_args(argv)
+
+
+def query_numbers(spec: str) -> list[int]:
+    if not spec.strip():
+        return list(TPCH_QUERY_NUMBERS)
+    numbers = [int(s.removeprefix("q")) for s in spec.split(",") if s.strip()]
+    bad = [n for n in numbers if n not in TPCH_QUERY_NUMBERS]
+    if bad:
+        raise SystemExit(f"no such TPC-H queries: {bad}")
+    return numbers
+
+
+def timed(run) -> tuple[float, pa.Table]:
+    start = time.perf_counter()
+    table = run()
+    return time.perf_counter() - start, table
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            check=True,
+        )
+        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def summary(times: list[float]) -> dict:
+    if not times:
+        return {"best": None, "median": None, "runs": []}
+    return {"best": min(times), "median": statistics.median(times), "runs": times}
+
+
+def fmt(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:8.3f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:6.2f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    numbers = query_numbers(args.queries)
+    target_partitions = args.workers * args.partitions_per_task
+    print(f"generating / reusing TPC-H SF {args.sf:g} with {args.parts} files per table ...", flush=True)
+    data = tpch_data(args.sf, args.parts)
+
+    single_ctx = SessionContext(SessionConfig().with_target_partitions(target_partitions))
+    register_tpch(single_ctx, data)
+    config = DistributedConfig(partitions_per_task=args.partitions_per_task, embedded_workers=args.workers)
+
+    contexts: dict[str, DistributedContext] = {}
+    cluster = LocalCluster(args.workers)
+    try:
+        dist_ctx = SessionContext()
+        register_tpch(dist_ctx, data)
+        contexts[DISTRIBUTED] = DistributedContext(dist_ctx, workers=cluster, config=config)
+        if args.embedded:
+            emb_ctx = SessionContext()
+            register_tpch(emb_ctx, data)
+            contexts[EMBEDDED] = DistributedContext(emb_ctx, config=config)
+
+        modes = [SINGLE, *contexts]
+        runners = {SINGLE: lambda sql: single_ctx.sql(sql).to_arrow_table()}
+        for mode, dctx in contexts.items():
+            runners[mode] = lambda sql, d=dctx: d.sql(sql).to_arrow_table()
+
+        times: dict[int, dict[str, list[float]]] = {n: {m: [] for m in modes} for n in numbers}
+        errors: dict[int, str] = {}
+        stages: dict[int, int] = {}
+        print(
+            f"{len(numbers)} queries x {args.iterations} iterations (+{args.warmup} warm-up); "
+            f"single-node target_partitions={target_partitions}; "
+            f"distributed: {args.workers} workers x {args.partitions_per_task} partition(s) per task",
+            flush=True,
+        )
+        for n in numbers:
+            sql = tpch_query(n)
+            try:
+                stages[n] = len(contexts[DISTRIBUTED].sql(sql).distributed_plan().stages)
+                for i in range(args.warmup + args.iterations):
+                    order = modes if i % 2 == 0 else modes[::-1]
+                    answers = {}
+                    for mode in order:
+                        seconds, answers[mode] = timed(lambda m=mode, s=sql: runners[m](s))
+                        if i >= args.warmup:
+                            times[n][mode].append(seconds)
+                    for mode in contexts:
+                        assert_tables_equal(answers[mode], answers[SINGLE], sql=sql)
+            except Exception as exc:  # keep going: one broken query must not hide the others
+                errors[n] = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+            line = "  ".join(
+                f"{m} {fmt(summary(times[n][m])['median']).strip()}s" for m in modes if times[n][m]
+            )
+            status = "FAILED" if n in errors else f"{stages.get(n, '?')} stages"
+            print(f"  q{n:02d}: {line}  ({status})", flush=True)
+    finally:
+        for dctx in contexts.values():
+            dctx.close()
+        cluster.close()
+
+    result = {
+        "meta": {
+            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": git_commit(),
+            "scale_factor": args.sf,
+            "parts": args.parts,
+            "workers": args.workers,
+            "partitions_per_task": args.partitions_per_task,
+            "single_target_partitions": target_partitions,
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "datafusion": datafusion.__version__,
+            "pyarrow": pa.__version__,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(),
+        },
+        "queries": {
+            f"q{n:02d}": {
+                **{m: summary(times[n][m]) for m in modes},
+                "stages": stages.get(n),
+                "error": errors.get(n),
+            }
+            for n in numbers
+        },
+    }
+    result["totals"] = totals(result, modes)
+    print()
+    print_table(result, modes)
+    out = Path(args.output) if args.output else default_output(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {out}")
+    if args.compare:
+        print()
+        print_comparison(json.loads(Path(args.compare).read_text()), result, modes)
+    if errors:
+        print(f"\n{len(errors)} query(ies) failed or gave a different answer: {sorted(errors)}")
+        for n, e in errors.items():
+            print(f"  q{n:02d}: {e.splitlines()[0][:300]}")
+        return 1
+    return 0
+
+
+def default_output(args: argparse.Namespace) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = f"tpch-sf{args.sf:g}-w{args.workers}-p{args.partitions_per_task}-{stamp}.json"
+    return RESULTS_DIR / name
+
+
+def totals(result: dict, modes: list[str]) -> dict:
+    """Suite totals over the queries that succeeded in every mode."""
+    ok = [q for q, r in result["queries"].items() if not r["error"] and all(r[m]["median"] for m in modes)]
+    return {
+        "queries": len(ok),
+        **{
+            m: {
+                "best": sum(result["queries"][q][m]["best"] for q in ok),
+                "median": sum(result["queries"][q][m]["median"] for q in ok),
+            }
+            for m in modes
+        },
+    }
+
+
+def print_table(result: dict, modes: list[str]) -> None:
+    others = modes[1:]
+    header = f"{'query':>5} {'stages':>6} | {'single best':>11} {'median':>8}"
+    for m in others:
+        header += f" | {m + ' best':>16} {'median':>8} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for q, r in result["queries"].items():
+        line = f"{q:>5} {r['stages'] or '-':>6} | {fmt(r[SINGLE]['best']):>11} {fmt(r[SINGLE]['median'])}"
+        for m in others:
+            line += f" | {fmt(r[m]['best']):>16} {fmt(r[m]['median'])} {ratio(r[m]['median'], r[SINGLE]['median']):>6}"
+        if r["error"]:
+            line += "  FAILED"
+        print(line)
+    print("-" * len(header))
+    t = result["totals"]
+    line = f"{'total':>5} {t['queries']:>6} | {fmt(t[SINGLE]['best']):>11} {fmt(t[SINGLE]['median'])}"
+    for m in others:
+        line += f" | {fmt(t[m]['best']):>16} {fmt(t[m]['median'])} {ratio(t[m]['median'], t[SINGLE]['median']):>6}"
+    print(line)
+    print("(seconds; ratio = median distributed / median single-node; total = sum over queries)")
+
+
+def print_comparison(old: dict, new: dict, modes: list[str]) -> None:
+    print(f"change against {old['meta'].get('timestamp')} (commit {old['meta'].get('commit')}), medians:")
+    print(f"{'query':>5} " + " ".join(f"| {m:>11} {'old':>8} {'new':>8} {'change':>8}" for m in modes))
+
+    def cell(o: dict | None, n: dict | None) -> str:
+        om = o and o.get("median")
+        nm = n and n.get("median")
+        change = f"{(nm - om) / om * 100:+7.1f}%" if om and nm else "       -"
+        return f"| {'':>11} {fmt(om)} {fmt(nm)} {change}"
+
+    for q, r in new["queries"].items():
+        o = old["queries"].get(q, {})
+        print(f"{q:>5} " + " ".join(cell(o.get(m), r.get(m)) for m in modes))
+    print(
+        f"{'total':>5} " + " ".join(cell(old.get("totals", {}).get(m), new["totals"].get(m)) for m in modes)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.iterations < 1:
+        raise SystemExit("--iterations must be at least 1")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
