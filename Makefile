@@ -41,6 +41,12 @@ format: $(INSTALLED)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# TPC-H, single-node against distributed side by side (see benchmarks/README.md); override
+# e.g. `make bench BENCH_ARGS="--sf 1 --iterations 5 --queries 1,3"`.
+BENCH_ARGS ?= --sf 1 --workers 2 --partitions-per-task 1 --iterations 3
+bench: $(INSTALLED)
+	$(VENV_PYTHON) benchmarks/tpch.py $(BENCH_ARGS)
+
 # Generated TPC-H data is cached under data/ (or $$DATAFUSION_DISTRIBUTED_DATA).
 clean-data:
 	rm -rf data/tpch
