@@ -1,0 +1,196 @@
+"""Render a distributed plan as text: boxed stages, their nodes, inputs and each task's files.
+
+The final stage comes first and its producers follow (top-down, like EXPLAIN):
+
+    ┌───── Stage 2 ── tasks=1 partitions=1 ── output=result
+    │ tasks: desired=1, workers/cap=3, splittable partitions=1
+    │ SortPreservingMergeExec: [revenue@1 DESC], fetch=10
+    │   [input stage 1: merge, whole, 3 partitions]
+    └─────
+    ┌───── Stage 1 ── tasks=3 partitions=6 ── output=shuffle
+    │ ...
+    │     DataSourceExec: file_groups={4 groups}, projection=[...], file_type=parquet
+    │       task 0: [orders.1.parquet] [orders.2.parquet]
+    │       task 1: [orders.3.parquet] [orders.4.parquet:0..1024]
+    └─────
+
+A cut input is shown as one line in place of its subtree (for a coalesce or merge the
+boundary node itself still runs in the consumer, so it is shown with the input below it).
+File paths are shortened to their base names, so the text does not depend on where the data
+lives.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from ..codec import ScannedFile, file_groups, scan_kind
+from ..distributed_planner.boundaries import whole_children
+from .plan_node import PlanNode
+from .stage import BoundaryKind, DistributedPlan, Stage, StageInput
+
+MAX_LINE = 160
+RULE = "─────"
+INDENT = "  "
+
+
+def _truncate(line: str, width: int = MAX_LINE) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _file_label(file: ScannedFile) -> str:
+    name = posixpath.basename(file.path.rstrip("/")) or file.path
+    return f"{name}:{file.range[0]}..{file.range[1]}" if file.range else name
+
+
+def _group_tokens(groups) -> list[str]:
+    """`[a, b] [c]` as the tokens `[a,`, `b]`, `[c]`: the points where a long list may wrap."""
+    if not groups:
+        return ["(no files)"]
+    tokens = []
+    for group in groups:
+        labels = [_file_label(f) for f in group] or [""]
+        labels[0] = "[" + labels[0]
+        labels[-1] = labels[-1] + "]"
+        tokens.extend(label + "," for label in labels[:-1])
+        tokens.append(labels[-1])
+    return tokens
+
+
+def _wrap(prefix: str, tokens: list[str], width: int) -> list[str]:
+    """`prefix` and the tokens separated by spaces, wrapped to `width` under the first token."""
+    lines, line = [], prefix
+    for token in tokens:
+        if line != prefix and len(line) + 1 + len(token) > width:
+            lines.append(line)
+            line = " " * len(prefix) + token
+        else:
+            line = line + token if line == prefix else line + " " + token
+    lines.append(line)
+    return lines
+
+
+def _matching_brace(text: str, start: int) -> int:
+    """Index of the `}` closing the `{` at `start` (brackets inside are balanced), or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "{[":
+            depth += 1
+        elif text[i] in "}]":
+            depth -= 1
+            if depth == 0:
+                return i if text[i] == "}" else -1
+    return -1
+
+
+def node_label(node: PlanNode) -> str:
+    """The node's display line with file paths shortened: a scan's file list (shown per task
+    below it) becomes its group count, and any other path its base name."""
+    line = node.line
+    if scan_kind(node.raw) is None:
+        return line
+    groups = file_groups(node.raw)
+    for path in sorted({f.path for g in groups for f in g}, key=len, reverse=True):
+        line = line.replace(path, posixpath.basename(path))
+    key = "file_groups={"
+    start = line.find(key)
+    if start >= 0:
+        end = _matching_brace(line, start + len(key) - 1)
+        if end > 0:
+            count = len(groups)
+            summary = f"file_groups={{{count} group{'s' if count != 1 else ''}}}"
+            line = line[:start] + summary + line[end + 1 :]
+    return line
+
+
+def _input_label(stage_input: StageInput) -> str:
+    share = "split" if stage_input.split else "whole"
+    plural = "s" if stage_input.partitions != 1 else ""
+    return (
+        f"[input stage {stage_input.producer}: {stage_input.kind.value}, {share}, "
+        f"{stage_input.partitions} partition{plural}]"
+    )
+
+
+class _StageRenderer:
+    def __init__(self, stage: Stage):
+        self.stage = stage
+        self.pending_inputs = list(stage.inputs)
+        # Per scan of the stage's tasks: its files for each task, matched to scan nodes below.
+        self.scan_entries = [
+            (index, kind, [task.scans[index][1] for task in stage.tasks])
+            for index, (kind, _) in enumerate(stage.tasks[0].scans if stage.tasks else ())
+        ]
+        self.lines: list[str] = []
+
+    def render(self) -> list[str]:
+        self._node(self.stage.root, depth=0, whole=False)
+        for stage_input in self.pending_inputs:  # not found in the tree: still show it
+            self.lines.append(_input_label(stage_input) + " (boundary not found in the stage)")
+        return self.lines
+
+    def _emit(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + text)
+
+    def _node(self, node: PlanNode, depth: int, whole: bool) -> None:
+        if self.pending_inputs and self.pending_inputs[0].boundary == node.raw:
+            stage_input = self.pending_inputs.pop(0)
+            if stage_input.kind is BoundaryKind.SHUFFLE:
+                self._emit(depth, _input_label(stage_input))
+            else:  # the coalesce or merge runs in this stage too, over the input
+                self._emit(depth, node_label(node))
+                self._emit(depth + 1, _input_label(stage_input))
+            return
+        self._emit(depth, node_label(node))
+        if scan_kind(node.raw) is not None:
+            self._scan_files(node, depth + 1, whole)
+            return
+        whole_idx = whole_children(node)
+        for i, child in enumerate(node.children):
+            self._node(child, depth + 1, whole or i in whole_idx)
+
+    def _scan_files(self, node: PlanNode, depth: int, whole: bool) -> None:
+        groups = [tuple(g) for g in file_groups(node.raw)]
+        kind = scan_kind(node.raw)
+        for position, (_, entry_kind, per_task) in enumerate(self.scan_entries):
+            if entry_kind != kind:
+                continue
+            every_task_all = all(list(t) == groups for t in per_task)
+            shared_out = [g for t in per_task for g in t] == groups
+            if (every_task_all and (whole or len(per_task) == 1)) or (shared_out and not whole):
+                del self.scan_entries[position]
+                break
+        else:
+            self._emit(depth, "(files of this scan not found among the stage's tasks)")
+            return
+        if every_task_all and (whole or len(per_task) == 1):
+            label = "every task" if len(per_task) > 1 else "task 0"
+            self._files(depth, label, groups)
+            return
+        for index, task_groups in enumerate(per_task):
+            self._files(depth, f"task {index}", task_groups)
+
+    def _files(self, depth: int, label: str, groups) -> None:
+        width = MAX_LINE - len("│ ") - len(INDENT * depth)
+        for line in _wrap(f"{label}: ", _group_tokens(groups), width):
+            self._emit(depth, line)
+
+
+def display_stage(stage: Stage) -> str:
+    """One stage as a box of text lines."""
+    output = stage.output.value if stage.output is not None else "result"
+    header = (
+        f"┌{RULE} Stage {stage.id} ── tasks={stage.task_count} "
+        f"partitions={stage.root.partitions} ── output={output}"
+    )
+    lines = [header]
+    if stage.reason:
+        lines.append(f"│ tasks: {stage.reason}")
+    lines.extend(_truncate("│ " + line) for line in _StageRenderer(stage).render())
+    lines.append(f"└{RULE}")
+    return "\n".join(lines)
+
+
+def display_distributed_plan(plan: DistributedPlan) -> str:
+    """The whole plan, final stage first, each stage followed by the stages it reads."""
+    return "\n".join(display_stage(stage) for stage in reversed(plan.stages)) + "\n"
