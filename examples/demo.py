@@ -1,35 +1,126 @@
-"""Run TPC-H queries 1 and 3 on generated data and print the results with timings.
+"""Run TPC-H queries on three local worker processes and compare them with single-node DataFusion.
 
-For now this runs single-node DataFusion only; the distributed run comes next to it.
+For each query the demo prints the distributed plan (stages, tasks, boundaries and the files each
+task scans), the first rows of the result, and the time taken by single-node DataFusion and by the
+distributed run on the same data, then checks that both answers are the same.
+
+    make demo        # or: .venv/bin/python examples/demo.py
+
+The data (TPC-H at scale factor 0.1, about 35 MB of Parquet) is generated on the first run and
+cached under data/tpch/.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import datafusion
 
-from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.tpch import register_tpch, repo_root, tpch_data, tpch_query
 
-SCALE_FACTOR = 0.01
-QUERIES = (1, 3)
+SCALE_FACTOR = 0.1
+QUERIES = (1, 3, 5, 18)
+WORKERS = 3
+PARTITIONS_PER_TASK = 2
+# Leaf stages get one partition per this many scanned bytes. The default (16 MiB) would plan
+# every query of this small data set as a single task; 2 MiB spreads the scans over the workers.
+BYTES_PER_PARTITION = 2 * 1024 * 1024
+RUNS = 3  # each query runs this many times per engine; the best time is shown
+ROWS_SHOWN = 5
+
+
+def shown_path(path: Path) -> str:
+    """`path` relative to the repository when it lies inside it."""
+    try:
+        return str(path.resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(path)
+
+
+def heading(text: str) -> None:
+    print(f"\n{'=' * 100}\n{text}\n{'=' * 100}")
+
+
+def best_time(run, runs: int = RUNS):
+    """The result of `run()` and the shortest of `runs` wall-clock times, in seconds."""
+    best, result = float("inf"), None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - started)
+    return result, best
 
 
 def main() -> None:
-    start = time.perf_counter()
-    path = tpch_data(SCALE_FACTOR, parts=4)
-    print(f"TPC-H SF {SCALE_FACTOR} data: {path} ({time.perf_counter() - start:.2f} s)")
+    demo_started = time.perf_counter()
+    started = time.perf_counter()
+    data = tpch_data(SCALE_FACTOR)
+    print(f"TPC-H SF {SCALE_FACTOR} data in {shown_path(data)} ({time.perf_counter() - started:.1f} s)")
 
-    ctx = datafusion.SessionContext()
-    register_tpch(ctx, path)
-    for n in QUERIES:
-        start = time.perf_counter()
-        result = ctx.sql(tpch_query(n)).to_arrow_table()
-        elapsed = time.perf_counter() - start
-        print(f"\nTPC-H Q{n} on single-node DataFusion: {result.num_rows} rows in {elapsed * 1000:.1f} ms")
-        print(result.to_pandas().to_string(index=False))
+    # Single-node DataFusion with as many partitions as the whole cluster runs.
+    single = datafusion.SessionContext(
+        datafusion.SessionConfig().with_target_partitions(WORKERS * PARTITIONS_PER_TASK)
+    )
+    register_tpch(single, data)
 
-    print("\nDistributed execution: not wired in yet.")
+    started = time.perf_counter()
+    with LocalCluster(WORKERS) as cluster:
+        print(f"Started {WORKERS} worker processes in {time.perf_counter() - started:.1f} s:")
+        for url in cluster.get_urls():
+            print(f"  {url}")
+
+        ctx = datafusion.SessionContext()
+        register_tpch(ctx, data)
+        config = DistributedConfig(
+            partitions_per_task=PARTITIONS_PER_TASK, bytes_per_partition=BYTES_PER_PARTITION
+        )
+        print(
+            f"Distributed: {WORKERS} workers x {config.partitions_per_task} partitions per task, "
+            f"{config.bytes_per_partition // 1024 // 1024} MiB scanned per partition"
+        )
+        print(f"Single node: DataFusion with target_partitions={WORKERS * PARTITIONS_PER_TASK}")
+        print(f"Times are the best of {RUNS} runs.")
+
+        summary = []
+        with DistributedContext(ctx, workers=cluster, config=config) as dctx:
+            for n in QUERIES:
+                sql = tpch_query(n)
+                df = dctx.sql(sql)
+                plan = df.distributed_plan()
+                heading(
+                    f"TPC-H Q{n}: {len(plan.stages)} stage(s), tasks per stage "
+                    + " / ".join(str(s.task_count) for s in plan.stages)
+                )
+                print(df.explain_string())
+
+                expected, single_s = best_time(lambda sql=sql: single.sql(sql).to_arrow_table())
+                actual, distributed_s = best_time(df.to_arrow_table)
+                assert_tables_equal(actual, expected, sql=sql)
+
+                shown = min(ROWS_SHOWN, actual.num_rows)
+                print(f"Result: first {shown} of {actual.num_rows} row(s)")
+                print(actual.slice(0, shown).to_pandas().to_string(index=False))
+                print(
+                    f"\nsingle-node {single_s * 1000:7.1f} ms | distributed {distributed_s * 1000:7.1f} ms"
+                    " | same answer as single-node DataFusion"
+                )
+                summary.append((n, actual.num_rows, len(plan.stages), single_s, distributed_s))
+
+    heading("Summary")
+    print(f"{'query':<6} {'rows':>5} {'stages':>7} {'single-node':>12} {'distributed':>12}  answers")
+    for n, rows, stages, single_s, distributed_s in summary:
+        print(
+            f"Q{n:<5} {rows:>5} {stages:>7} {single_s * 1000:>9.1f} ms {distributed_s * 1000:>9.1f} ms  match"
+        )
+    print(
+        "\nAt this scale the distributed runs are slower: every stage writes its output to Arrow IPC\n"
+        "files and the next stage fetches them over Arrow Flight, which costs more than the query\n"
+        "itself on 35 MB of data. The point here is the plan and the matching answers."
+    )
+    print(f"\nDone in {time.perf_counter() - demo_started:.1f} s; workers stopped.")
 
 
 if __name__ == "__main__":
