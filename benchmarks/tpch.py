@@ -51,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--iterations", type=int, default=3, help="timed runs of each query (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
     p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    p.add_argument(
+        "--compression", default="lz4", choices=["lz4", "zstd", "none"], help="spool codec (default lz4)"
+    )
     p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
     p.add_argument("--compare", metavar="OLD.json", help="print the change against an earlier result")
     p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
@@ -116,7 +119,11 @@ def run(args: argparse.Namespace) -> int:
 
     single_ctx = SessionContext(SessionConfig().with_target_partitions(target_partitions))
     register_tpch(single_ctx, data)
-    config = DistributedConfig(partitions_per_task=args.partitions_per_task, embedded_workers=args.workers)
+    config = DistributedConfig(
+        partitions_per_task=args.partitions_per_task,
+        embedded_workers=args.workers,
+        compression=None if args.compression == "none" else args.compression,
+    )
 
     contexts: dict[str, DistributedContext] = {}
     cluster = LocalCluster(args.workers)
@@ -180,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
             "single_target_partitions": target_partitions,
             "iterations": args.iterations,
             "warmup": args.warmup,
+            "compression": args.compression,
             "datafusion": datafusion.__version__,
             "pyarrow": pa.__version__,
             "python": platform.python_version(),
