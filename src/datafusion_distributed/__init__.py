@@ -6,7 +6,7 @@ from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
 from .coordinator.config import DistributedConfig  # noqa: E402
 from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
 from .coordinator.scheduler import QueryFailed  # noqa: E402
-from .protocol.flight import WorkerError, WorkerUnreachable  # noqa: E402
+from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable  # noqa: E402
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver  # noqa: E402
 from .worker.flight_worker import FlightWorker  # noqa: E402
 
@@ -22,6 +22,7 @@ __all__ = [
     "StaticResolver",
     "WorkerError",
     "WorkerResolver",
+    "WorkerTimeout",
     "WorkerUnreachable",
     "__version__",
 ]

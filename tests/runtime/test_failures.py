@@ -136,3 +136,14 @@ def test_unknown_action_and_health(worker_client):
         _action(client, "format_disk", b"")
     health = json.loads(_action(client, "health", b"")[0].body.to_pybytes())
     assert health["protocol"] == PROTOCOL_VERSION and health["url"] == url
+
+
+def test_task_timeout_is_reported_as_a_timeout_not_a_lost_worker(table_dir):
+    with LocalCluster(2) as cluster:
+        ctx = SessionContext()
+        ctx.register_parquet("t", str(table_dir))
+        config = DistributedConfig(bytes_per_partition=1024, task_timeout=0.001)
+        with DistributedContext(ctx, workers=cluster, config=config) as dctx:
+            with pytest.raises(QueryFailed, match="did not answer within 0.001s") as info:
+                dctx.sql(SQL).to_pylist()
+            assert "attempts" not in str(info.value)

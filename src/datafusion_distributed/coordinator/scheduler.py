@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ..distributed_planner.planner import single_task
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..protocol.flight import ClientPool, WorkerError, WorkerUnreachable
+from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
 from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partition
@@ -157,7 +157,7 @@ class QueryRun:
                         worker = self.placement[stage.id][index]
                         try:
                             partial[stage.id][index] = result = future.result()
-                        except (WorkerError, WorkerUnreachable) as exc:
+                        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                             attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
                             self._recover(stage, index, worker, exc, attempt)
                             task = self.tasks_run[stage.id][index]
@@ -202,7 +202,7 @@ class QueryRun:
                         self.results[stage.id][task.index] = self._run_task(stage, task, worker, attempt)
                         self.placement[stage.id][task.index] = worker
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
-                    except (WorkerError, WorkerUnreachable) as exc:
+                    except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                         lost = lost_worker(exc)
                         if lost is None or attempt >= self.task_attempts:
                             raise QueryFailed(
@@ -254,7 +254,7 @@ class QueryRun:
         ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
         try:
             self.clients.get(location.worker).fetch_to_file(ticket, path)
-        except (WorkerError, WorkerUnreachable) as exc:
+        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
             raise QueryFailed(
                 f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
             ) from exc
@@ -275,7 +275,7 @@ class QueryRun:
                 try:
                     for batch in self.clients.get(worker).stream(ticket):
                         yield restore_names(batch, schema)
-                except (WorkerError, WorkerUnreachable) as exc:
+                except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                     raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
 
     def execute(self) -> Iterator[pa.RecordBatch]:
@@ -299,5 +299,5 @@ class QueryRun:
                 continue  # its spool is swept by its TTL if it comes back
             try:
                 self.clients.get(url).release(self.query_id)
-            except (WorkerError, WorkerUnreachable) as exc:
+            except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                 log.warning("could not release query %s on %s: %s", self.query_id, url, exc)

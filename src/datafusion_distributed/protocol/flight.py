@@ -26,6 +26,14 @@ class WorkerUnreachable(ConnectionError):
         self.url = url
 
 
+class WorkerTimeout(TimeoutError):
+    """A call to a worker took longer than its deadline (the worker may still be alive)."""
+
+    def __init__(self, url: str, seconds: float):
+        super().__init__(f"worker {url} did not answer within {seconds:g}s")
+        self.url = url
+
+
 class WorkerError(RuntimeError):
     """A worker answered with an error (a task failed, or it refused a message)."""
 
@@ -63,7 +71,9 @@ class WorkerClient:
     def _call(self, fn, timeout: float):
         try:
             return fn(self._flight(), flight.FlightCallOptions(timeout=timeout))
-        except (flight.FlightUnavailableError, flight.FlightTimedOutError) as exc:
+        except flight.FlightTimedOutError as exc:
+            raise WorkerTimeout(self.url, timeout) from exc
+        except flight.FlightUnavailableError as exc:
             raise WorkerUnreachable(self.url, _server_message(exc)) from exc
         except flight.FlightError as exc:
             raise WorkerError(self.url, _server_message(exc)) from exc
@@ -89,14 +99,19 @@ class WorkerClient:
         return json.loads(self._action("health", b"", self.timeout))
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
-        """The batches of one task output partition."""
-        reader = self._call(lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.timeout)
+        """The batches of one task output partition.
+
+        The deadline covers the whole stream, so it is the task timeout: a slow reader is not
+        a dead worker."""
+        reader = self._call(lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.task_timeout)
         while True:
             try:
                 chunk = reader.read_chunk()
             except StopIteration:
                 return
-            except (flight.FlightUnavailableError, flight.FlightTimedOutError) as exc:
+            except flight.FlightTimedOutError as exc:
+                raise WorkerTimeout(self.url, self.task_timeout) from exc
+            except flight.FlightUnavailableError as exc:
                 raise WorkerUnreachable(self.url, _server_message(exc)) from exc
             except flight.FlightError as exc:
                 raise WorkerError(self.url, _server_message(exc)) from exc

@@ -61,7 +61,7 @@ class FlightWorker(flight.FlightServerBase):
         self.url = f"grpc://{host}:{self.port}"
         self.spool = Spool(spool_dir, spool_ttl)
         self._session_builder = session_builder
-        self._clients = ClientPool(timeout=fetch_timeout)
+        self._clients = ClientPool(timeout=fetch_timeout, task_timeout=fetch_timeout)
         self._stopped = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
