@@ -17,7 +17,7 @@ can be timed from here) with timers wrapped around the runtime's phases:
 Phases overlap (tasks and partitions run in parallel), so phase times are thread-seconds; the
 wall time and the single-node time of the same query are printed next to them.
 
-    python benchmarks/profile.py --queries 18,21,9 --iterations 3
+    python benchmarks/breakdown.py --queries 18,21,9 --iterations 3
 
 For a sampling profile of the worker processes instead, run ``py-spy`` (``pip install py-spy``)
 over ``benchmarks/tpch.py`` with ``--subprocesses``; see benchmarks/README.md.
