@@ -1,0 +1,119 @@
+"""Plan a query distributed, run its stages in this process and compare with single-node DataFusion.
+
+The helpers follow the rules a distributed plan needs:
+
+* the context plans with ``target_partitions = workers * partitions_per_task`` and with
+  DataFusion's physical uncorrelated scalar subquery node disabled (its value lives in one
+  process);
+* the physical plan comes from a fresh DataFrame that was never executed (executing fills in
+  dynamic filters, which would then be serialised as if they were static);
+* the single-node answer comes from another fresh DataFrame of the same SQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pyarrow as pa
+from datafusion import SessionConfig, SessionContext
+
+from ..coordinator.local_runner import LocalStageRunner
+from ..distributed_planner.config import PlannerConfig
+from ..distributed_planner.planner import plan_stages
+from ..execution_plans.plan_node import PlanNode
+from ..execution_plans.stage import DistributedPlan
+from .compare import assert_tables_equal
+
+__all__ = [
+    "assert_distributed_matches",
+    "exchange_nodes",
+    "plan_distributed",
+    "planning_context",
+    "planning_session_config",
+    "run_distributed",
+]
+
+# Nodes that become network boundaries when a plan is cut into stages.
+EXCHANGE_NODES = ("CoalescePartitionsExec", "SortPreservingMergeExec")
+
+
+def planning_session_config(config: PlannerConfig) -> SessionConfig:
+    """The SessionConfig a distributed query is planned with."""
+    return (
+        SessionConfig()
+        .with_target_partitions(config.target_partitions)
+        .set("datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery", "false")
+    )
+
+
+def planning_context(
+    config: PlannerConfig, register: Callable[[SessionContext], None] | None = None
+) -> SessionContext:
+    """A SessionContext for planning with `config`, with tables registered by `register`."""
+    ctx = SessionContext(planning_session_config(config))
+    if register is not None:
+        register(ctx)
+    return ctx
+
+
+def plan_distributed(ctx: SessionContext, sql: str, config: PlannerConfig) -> DistributedPlan:
+    """Cut the physical plan of `sql` (from a fresh DataFrame) into stages."""
+    return plan_stages(ctx.sql(sql).execution_plan(), config)
+
+
+def _as_table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    if not batches:
+        return schema.empty_table()
+    # Batches of one result may differ in nullability or decimal precision: unify them.
+    return pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+
+
+def run_distributed(plan: DistributedPlan, schema: pa.Schema | None = None, timeout: float = 300) -> pa.Table:
+    """Run every stage in this process; `schema` names the columns of an empty result.
+
+    The run happens in a daemon thread so that a plan that never finishes (a stream blocked
+    inside DataFusion cannot be interrupted) fails the caller after `timeout` seconds instead
+    of hanging it; the stuck thread is abandoned.
+    """
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["batches"] = LocalStageRunner().collect(plan)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="local-stage-runner", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise AssertionError(f"the distributed run did not finish within {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return _as_table(outcome["batches"], schema or pa.schema([]))
+
+
+def exchange_nodes(root: PlanNode) -> list[str]:
+    """The nodes of a single-node plan that a distributed plan turns into boundaries."""
+    found = []
+    for node in root.walk():
+        hash_repartition = node.name == "RepartitionExec" and "partitioning=Hash(" in node.line
+        if hash_repartition or (node.name in EXCHANGE_NODES and node.children):
+            found.append(node.line)
+    return found
+
+
+def assert_distributed_matches(
+    ctx: SessionContext, sql: str, config: PlannerConfig, timeout: float = 300, **compare
+) -> tuple[DistributedPlan, pa.Table]:
+    """Plan `sql` distributed, run it locally and assert it equals the single-node answer.
+
+    `ctx` must have been made by :func:`planning_context` (or with the same settings) for
+    `config`. Extra keyword arguments go to :func:`assert_tables_equal`.
+    """
+    plan = plan_distributed(ctx, sql, config)
+    expected = ctx.sql(sql).to_arrow_table()
+    actual = run_distributed(plan, expected.schema, timeout)
+    assert_tables_equal(actual, expected, sql=sql, **compare)
+    return plan, actual
