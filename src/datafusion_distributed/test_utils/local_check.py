@@ -65,8 +65,14 @@ def plan_distributed(ctx: SessionContext, sql: str, config: PlannerConfig) -> Di
 def _as_table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     if not batches:
         return schema.empty_table()
-    # Batches of one result may differ in nullability or decimal precision: unify them.
-    return pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+    if all(b.schema == batches[0].schema for b in batches):
+        return pa.Table.from_batches(batches)
+    # Batches of one result may differ in nullability or decimal precision: unify them, by
+    # position, since a result may repeat a column name.
+    names = batches[0].schema.names
+    positional = [f"c{i}" for i in range(len(names))]
+    tables = [pa.Table.from_batches([b.rename_columns(positional)]) for b in batches]
+    return pa.concat_tables(tables, promote_options="permissive").rename_columns(names)
 
 
 def run_distributed(plan: DistributedPlan, schema: pa.Schema | None = None, timeout: float = 300) -> pa.Table:
