@@ -242,11 +242,6 @@ def test_scans_really_split(tables):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="task_execution rebuilds each batch with pa.record_batch(columns, schema), which "
-    "drops the row count of a zero-column batch: an exchange of zero-column rows arrives empty",
-)
 @pytest.mark.parametrize(
     "sql",
     [
@@ -261,11 +256,6 @@ def test_zero_column_exchange_keeps_its_rows(sql, tables):
     assert_distributed_matches(context(tables, config), sql, config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="InterleaveExec asserts its children are hash partitioned alike when rebuilt, but "
-    "its shuffled children come back as Arrow scans with unknown partitioning",
-)
 def test_union_of_aggregates_over_shuffles(tables):
     config = CONFIGS["w3-p2"]
     sql = (
@@ -277,33 +267,18 @@ def test_union_of_aggregates_over_shuffles(tables):
     assert_distributed_matches(ctx, sql, config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a final stage that reads a merge or coalesce input at its root streams the exchange "
-    "files' de-duplicated column names (id#0, id#1) instead of the plan's (id, id)",
-)
 def test_repeated_column_names_survive_the_exchange(tables):
     config = CONFIGS["w3-p2"]
     sql = "SELECT e.id, d.id FROM emp e RIGHT JOIN dept d ON e.dept_id = d.id ORDER BY 2, 1"
     assert_distributed_matches(context(tables, config, "partitioned"), sql, config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exchanges rename repeated column names (id#0, id#1), and a final aggregate rebuilt "
-    "over such an exchange fails DataFusion's check that its group columns keep their names",
-)
 def test_group_keys_with_one_name_cross_a_shuffle(tables):
     config = CONFIGS["w3-p2"]
     sql = "SELECT e.id AS a, d.id AS b, count(*) AS n FROM emp e JOIN dept d ON e.dept_id = d.id GROUP BY e.id, d.id"
     assert_distributed_matches(context(tables, config), sql, config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the head streams its partitions one after another, but a CollectLeft hash join "
-    "with dynamic filters makes every partition wait for all the others: it never finishes",
-)
 def test_single_task_final_stage_with_a_collect_left_join_finishes(tables):
     config = CONFIGS["w3-p2"]
     sql = "SELECT d.id, e.id FROM dept d LEFT JOIN emp e ON e.dept_id = d.id"

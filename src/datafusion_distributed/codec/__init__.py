@@ -1,6 +1,13 @@
 """Plan-bytes editing without a protobuf schema: splicing subtrees, splitting scans, building input leaves."""
 
-from .scan import ScannedFile, file_groups, restrict_file_groups, scan_kind, with_file_groups
+from .scan import (
+    ScannedFile,
+    file_groups,
+    restrict_file_groups,
+    scan_kind,
+    with_file_groups,
+    with_output_names,
+)
 from .splice import SpliceError, replace_subtree, subtree_offsets
 from .wire import WireError
 
@@ -14,4 +21,5 @@ __all__ = [
     "scan_kind",
     "subtree_offsets",
     "with_file_groups",
+    "with_output_names",
 ]

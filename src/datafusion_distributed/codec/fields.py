@@ -25,6 +25,11 @@ SCAN_BASE_CONF = 1
 # FileScanExecConf.
 CONF_FILE_GROUPS = 1
 CONF_STATISTICS = 6
+CONF_PROJECTION_EXPRS = 13
+
+# ProjectionExprs and each of its ProjectionExpr entries.
+PROJECTION_EXPRS_ENTRY = 1
+PROJECTION_EXPR_ALIAS = 1
 
 # FileGroup.
 GROUP_FILES = 1

@@ -123,3 +123,33 @@ def with_file_groups(template: bytes, groups: list[list[ScannedFile]]) -> bytes:
         for group in groups
     )
     return _with_conf(template, encoded + others + encode_len_field(F.CONF_STATISTICS, b""))
+
+
+def with_output_names(node: bytes, names: list[str]) -> bytes:
+    """A copy of scan `node` whose output columns are called `names` (its projection aliases).
+
+    Exchange files carry unique column names; this gives a plan back the names it had,
+    repeated ones included, without adding a node.
+    """
+    _, _, _, conf = _base_conf(node)
+    parts = list(iter_fields(conf))
+    projections = [f for f in parts if f.number == F.CONF_PROJECTION_EXPRS]
+    if len(projections) != 1:
+        raise WireError("scan without projection expressions")
+    exprs = projections[0].payload(conf)
+    entries = [f for f in iter_fields(exprs) if f.number == F.PROJECTION_EXPRS_ENTRY]
+    if len(entries) != len(names):
+        raise WireError(f"scan projects {len(entries)} columns, {len(names)} names given")
+    renamed = b""
+    for entry, name in zip(entries, names, strict=True):
+        payload = entry.payload(exprs)
+        kept = b"".join(
+            payload[f.start : f.end] for f in iter_fields(payload) if f.number != F.PROJECTION_EXPR_ALIAS
+        )
+        renamed += encode_len_field(
+            F.PROJECTION_EXPRS_ENTRY, encode_len_field(F.PROJECTION_EXPR_ALIAS, name.encode()) + kept
+        )
+    new_conf = b"".join(
+        encode_len_field(f.number, renamed) if f is projections[0] else conf[f.start : f.end] for f in parts
+    )
+    return _with_conf(node, new_conf)

@@ -21,7 +21,7 @@ from ..worker.task_execution import (
     TaskOutput,
     local_file,
     prepare_task_plan,
-    stream_partition,
+    stream_partitions,
     write_task_outputs,
 )
 from .gather import read_outputs
@@ -66,8 +66,7 @@ class LocalStageRunner:
             tasks = self._tasks(final, outputs)
             if len(tasks) == 1:
                 physical = prepare_task_plan(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs))
-                for partition in range(physical.partition_count):
-                    yield from stream_partition(ctx, physical, partition)
+                yield from stream_partitions(ctx, physical)
             else:
                 written = [
                     write_task_outputs(

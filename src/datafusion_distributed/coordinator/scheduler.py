@@ -26,7 +26,7 @@ from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
-from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partition
+from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partitions
 from .gather import restore_names
 from .inputs import exchange_schema, input_groups, needs_single_task
 
@@ -244,8 +244,7 @@ class QueryRun:
         resolved = self._head_inputs(task, scratch)
         ctx = task_session(self.session_builder)
         physical = prepare_task_plan(ctx, task.plan, resolved)
-        for partition in range(physical.partition_count):
-            yield from stream_partition(ctx, physical, partition)
+        yield from stream_partitions(ctx, physical)
 
     def _fetch(self, location: FileLocation, scratch: str):
         path = os.path.join(

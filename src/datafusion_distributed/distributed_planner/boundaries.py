@@ -30,7 +30,6 @@ SPLITTABLE_NODES = {
     "FilterExec",
     "GlobalLimitExec",
     "HashJoinExec",
-    "InterleaveExec",
     "LocalLimitExec",
     "NestedLoopJoinExec",
     "PartialSortExec",
@@ -77,6 +76,8 @@ def split_hazard(node: PlanNode) -> str | None:
             f"{node.name} join_type={node.attribute('join_type')} emits build-side rows that "
             "depend on every probe row"
         )
+    if node.name == "InterleaveExec":
+        return "InterleaveExec keeps the hash repartitions below it in its stage, which must see all rows"
     if node.name == "RepartitionExec" and "preserve_order=true" in node.line:
         return "an order-preserving hash repartition must see all of its input"
     if node.name not in SPLITTABLE_NODES:

@@ -45,8 +45,12 @@ class _Fragment:
     stage_id: int = -1
 
 
-def _collect(fragment: _Fragment, node: PlanNode, whole: bool, is_root: bool) -> None:
+def _collect(
+    fragment: _Fragment, node: PlanNode, whole: bool, is_root: bool, keep_shuffles: bool = False
+) -> None:
     kind = None if is_root else boundary_kind(node)
+    if kind is BoundaryKind.SHUFFLE and keep_shuffles:
+        kind = None
     if kind is not None:
         child = _Fragment(root=node, kind=kind)
         _collect(child, node, whole=False, is_root=True)
@@ -60,9 +64,12 @@ def _collect(fragment: _Fragment, node: PlanNode, whole: bool, is_root: bool) ->
     hazard = split_hazard(node)
     if hazard:
         fragment.hazards.append(hazard)
+    # InterleaveExec checks, when rebuilt, that its children are hash partitioned alike; a
+    # scan of exchange files declares no partitioning, so shuffles below it stay in place.
+    keep_shuffles = keep_shuffles or node.name == "InterleaveExec"
     whole_idx = whole_children(node)
     for i, child in enumerate(node.children):
-        _collect(fragment, child, whole or i in whole_idx, is_root=False)
+        _collect(fragment, child, whole or i in whole_idx, is_root=False, keep_shuffles=keep_shuffles)
 
 
 def _edge_units(edge: _Edge) -> int:

@@ -7,6 +7,7 @@ query runs the same code whether its stages run in one process or across many.
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..codec import ScannedFile, replace_subtree, with_file_groups
+from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
 from ..execution_plans.stage import BoundaryKind
 
 
@@ -113,8 +114,11 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
     """The plan bytes that replace an input marker in a task's plan."""
     if resolved.groups is None or resolved.schema is None:
         return resolved.boundary
-    schema = unique_names(pa.ipc.read_schema(pa.py_buffer(resolved.schema)))
-    scan = with_file_groups(_arrow_scan_template(schema), [list(g) for g in resolved.groups])
+    schema = pa.ipc.read_schema(pa.py_buffer(resolved.schema))
+    file_schema = unique_names(schema)
+    scan = with_file_groups(_arrow_scan_template(file_schema), [list(g) for g in resolved.groups])
+    if file_schema.names != schema.names:
+        scan = with_output_names(scan, schema.names)
     if resolved.kind is BoundaryKind.SHUFFLE:
         return scan
     return replace_subtree(resolved.boundary, resolved.boundary_child, scan)
@@ -141,6 +145,62 @@ def stream_partition(ctx: SessionContext, plan: ExecutionPlan, partition: int) -
         yield batch.to_pyarrow()
 
 
+_DONE = object()
+
+
+def stream_partitions(
+    ctx: SessionContext, plan: ExecutionPlan, buffered: int = 4
+) -> Iterator[pa.RecordBatch]:
+    """Stream every partition of `plan` at once, as DataFusion itself does.
+
+    Partitions of one plan can depend on each other (a CollectLeft join's partitions wait for
+    all of them to finish building), so reading them one after another may never end. A
+    bounded queue keeps memory in check; closing the iterator stops the producers.
+    """
+    count = plan.partition_count
+    if count == 1:
+        yield from stream_partition(ctx, plan, 0)
+        return
+    items: queue.Queue = queue.Queue(maxsize=buffered * max(count, 1))
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce(partition: int) -> None:
+        try:
+            for batch in stream_partition(ctx, plan, partition):
+                if not put(batch):
+                    return
+            put(_DONE)
+        except BaseException as exc:  # handed to the consumer
+            put(exc)
+
+    threads = [
+        threading.Thread(target=produce, args=(p,), daemon=True, name=f"partition-{p}") for p in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        finished = 0
+        while finished < count:
+            item = items.get()
+            if item is _DONE:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+
+
 def _write_partition(
     ctx: SessionContext, plan: ExecutionPlan, partition: int, path: str, options: pa.ipc.IpcWriteOptions
 ) -> tuple[PartitionOutput, pa.Schema | None]:
@@ -157,7 +217,7 @@ def _write_partition(
                 writer = pa.ipc.new_file(path + ".tmp", file_schema, options=options)
             elif batch.schema != schema:
                 batch = batch.cast(schema)
-            writer.write_batch(pa.record_batch(batch.columns, schema=file_schema))
+            writer.write_batch(batch.rename_columns(file_schema.names))
             rows += batch.num_rows
     finally:
         if writer is not None:
