@@ -83,7 +83,10 @@ def test_plan_shape_invariants(tables):
 
 
 def test_split_scans_and_shuffles_are_shared_out_exactly_once(tables):
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    # No broadcast is folded into its consumers here, so every scan left in a split stage is split.
+    config = PlannerConfig(
+        workers=3, partitions_per_task=2, bytes_per_partition=KiB, broadcast_inline_bytes=0
+    )
     plan = plan_distributed(context(tables, config), JOIN, config)
     for stage in plan.stages:
         for position, stage_input in enumerate(stage.inputs):
@@ -240,3 +243,14 @@ def test_cardinality_factor_shrinks_stages_above_shuffles(tables):
     }
     assert after_shuffle[1.0][0].task_count == 3
     assert after_shuffle[0.34][0].task_count == 2
+
+
+def test_small_broadcasts_are_computed_by_each_consumer_task(tables):
+    def broadcasts(inline_bytes: int) -> int:
+        config = PlannerConfig(
+            workers=3, partitions_per_task=2, bytes_per_partition=KiB, broadcast_inline_bytes=inline_bytes
+        )
+        plan = plan_distributed(context(tables, config), JOIN, config)
+        return sum(1 for s in plan.stages for i in s.inputs if i.kind.value == "coalesce" and not i.split)
+
+    assert broadcasts(0) > broadcasts(64 * 1024 * KiB)

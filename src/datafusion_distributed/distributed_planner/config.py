@@ -22,6 +22,9 @@ class PlannerConfig:
         cardinality_factor: scale of a stage's task count relative to its largest input
             stage (1.0 keeps it; below 1 shrinks stages after reductions).
         max_tasks_per_stage: hard cap on any stage's task count (0 means the worker count).
+        broadcast_inline_bytes: a join's collected (build) side that scans at most this many
+            bytes and reads no other stage is computed by every consumer task instead of being
+            a stage of its own (default 8 MiB; 0 always makes it a stage).
     """
 
     workers: int = 2
@@ -29,6 +32,7 @@ class PlannerConfig:
     bytes_per_partition: int = 16 * MiB
     cardinality_factor: float = 1.0
     max_tasks_per_stage: int = 0
+    broadcast_inline_bytes: int = 8 * MiB
 
     def __post_init__(self) -> None:
         if self.workers < 1:

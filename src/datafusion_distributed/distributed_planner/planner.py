@@ -107,11 +107,22 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig) -> None:
     fragment.reason = ", ".join(f"{k}={v}" for k, v in limits.items())
 
 
-def _fold_single_task_boundaries(fragment: _Fragment) -> None:
+def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
+    """Fold back boundaries not worth an exchange.
+
+    - 1 -> 1: producer and consumer both run as one task.
+    - small broadcasts into a split consumer: a join's collected side that reads only small
+      scans (no other stage) is computed whole by every consumer task, which costs less than a
+      stage and an exchange. A single-task consumer keeps the stage: its producer runs in
+      parallel there.
+    """
     for edge in fragment.edges:
-        _fold_single_task_boundaries(edge.fragment)
+        _fold_boundaries(edge.fragment, config)
         if edge.fragment.tasks == 1 and fragment.tasks == 1:
             edge.inline = True
+        elif edge.whole and fragment.tasks > 1 and not _cut_edges(edge.fragment):
+            scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_scans(edge.fragment))
+            edge.inline = scanned <= config.broadcast_inline_bytes
 
 
 def _cut_edges(fragment: _Fragment) -> list[_Edge]:
@@ -236,7 +247,7 @@ def plan_stages(plan: ExecutionPlan | PlanNode, config: PlannerConfig) -> Distri
     # is just that merge over its producers' outputs.
     _collect(final, root, whole=False, is_root=False)
     _assign_task_counts(final, config)
-    _fold_single_task_boundaries(final)
+    _fold_boundaries(final, config)
     stages: list[Stage] = []
     _build_stages(final, stages)
     return DistributedPlan(tuple(stages))
