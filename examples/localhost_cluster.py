@@ -4,11 +4,12 @@
 
 1. Writes a Parquet table `sales` (4 files, 2.8 million rows, about 38 MB) to data/examples/sales/
    unless it is there already.
-2. Starts two workers as subprocesses:
-   `python -m datafusion_distributed worker --host 127.0.0.1 --port 0`. Port 0 picks a free port;
-   each worker prints "listening on grpc://127.0.0.1:PORT" as its first line of output.
-3. Connects a DistributedContext to the two URLs, prints the distributed plan and the result,
-   and checks it against single-node DataFusion.
+2. Makes a random token and starts two workers as subprocesses:
+   `python -m datafusion_distributed worker --host 127.0.0.1 --port 0`, with the token in their
+   environment (DATAFUSION_DISTRIBUTED_TOKEN): workers refuse calls without it. Port 0 picks a
+   free port; each worker prints "listening on grpc://127.0.0.1:PORT" as its first line of output.
+3. Connects a DistributedContext with the same token to the two URLs, prints the distributed
+   plan and the result, and checks it against single-node DataFusion.
 4. Stops the workers (SIGTERM), also when the query fails.
 
 See localhost_cluster.md for the same steps by hand in two terminals.
@@ -16,6 +17,8 @@ See localhost_cluster.md for the same steps by hand in two terminals.
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
-from datafusion_distributed import DistributedContext
+from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,12 +74,16 @@ def write_sales_table() -> None:
     staging.rename(TABLE_DIR)
 
 
-def start_worker(spool: Path) -> tuple[subprocess.Popen, str]:
-    """A worker process on a free port, and its URL (read from its first line of output)."""
+def start_worker(spool: Path, token: str) -> tuple[subprocess.Popen, str]:
+    """A worker process on a free port, and its URL (read from its first line of output).
+
+    The token goes in the environment rather than `--auth-token`: other users of the machine
+    can read a process's command line."""
     process = subprocess.Popen(
         [sys.executable, "-m", "datafusion_distributed", "worker",
          "--host", "127.0.0.1", "--port", "0", "--spool-dir", str(spool)],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env={**os.environ, "DATAFUSION_DISTRIBUTED_TOKEN": token},
     )  # fmt: skip
     line = process.stdout.readline().strip()
     if not line.startswith("listening on "):
@@ -102,17 +109,18 @@ def main() -> None:
 
     spool_root = Path(tempfile.mkdtemp(prefix="dfd-example-spool-"))
     workers: list[subprocess.Popen] = []
+    token = secrets.token_urlsafe(32)  # shared by the workers and the coordinator
     try:
         urls = []
         for i in range(2):
-            process, url = start_worker(spool_root / f"worker-{i}")
+            process, url = start_worker(spool_root / f"worker-{i}", token)
             workers.append(process)
             urls.append(url)
             print(f"worker {i} (pid {process.pid}) listening on {url}")
 
         ctx = SessionContext()
         ctx.register_parquet("sales", str(TABLE_DIR))
-        with DistributedContext(ctx, workers=urls) as dctx:
+        with DistributedContext(ctx, workers=urls, config=DistributedConfig(auth_token=token)) as dctx:
             df = dctx.sql(QUERY)
             print("\nDistributed plan:")
             df.explain()

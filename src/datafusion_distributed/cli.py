@@ -1,6 +1,6 @@
 """Command line: run a worker, or run one SQL query distributed.
 
-    datafusion-distributed worker --host 127.0.0.1 --port 50051 --spool-dir /var/spool/dfd
+    DATAFUSION_DISTRIBUTED_TOKEN=... datafusion-distributed worker --host 127.0.0.1 --port 50051
     datafusion-distributed sql "SELECT ..." --workers grpc://h1:50051,grpc://h2:50051 \\
         --table lineitem=data/lineitem/ [--explain]
 """
@@ -42,13 +42,27 @@ def _parent_gone(parent_pid: int) -> bool:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from .protocol.auth import TOKEN_ENV, token_from_env
     from .worker.flight_worker import FlightWorker
 
+    token = args.auth_token or token_from_env()
+    if token is None and not args.insecure_no_auth:
+        raise SystemExit(
+            f"error: refusing to start a worker without authentication: set {TOKEN_ENV} (or --auth-token) "
+            "to the cluster's shared token, or pass --insecure-no-auth to accept plans, which can carry "
+            "Python code, from anyone who can reach this worker"
+        )
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
     spool = args.spool_dir or tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
     worker = FlightWorker(
         spool, host=args.host, port=args.port, session_builder=_load_hook(args.session_hook),
-        spool_ttl=args.spool_ttl,
+        spool_ttl=args.spool_ttl, auth_token=token, insecure_no_auth=args.insecure_no_auth,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_root_certs=args.tls_root_certs,
+        spool_quota_bytes=args.spool_quota_bytes, memory_limit_bytes=args.memory_limit_bytes,
     )  # fmt: skip
+    if token is None:
+        print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -83,7 +97,7 @@ def _register_table(dctx, spec: str) -> None:
 
 
 def run_sql(args: argparse.Namespace) -> int:
-    from . import DistributedContext
+    from . import DistributedConfig, DistributedContext
     from .coordinator.context import format_table
     from .protocol.resolver import EnvResolver
 
@@ -92,7 +106,8 @@ def run_sql(args: argparse.Namespace) -> int:
         workers = [u for u in args.workers.split(",") if u]
     elif os.environ.get("DATAFUSION_DISTRIBUTED_WORKERS"):
         workers = EnvResolver()
-    with DistributedContext(workers=workers) as dctx:
+    config = DistributedConfig(tls_root_certs=args.tls_root_certs)
+    with DistributedContext(workers=workers, config=config) as dctx:
         for spec in args.table:
             _register_table(dctx, spec)
         df = dctx.sql(args.query)
@@ -120,6 +135,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--session-hook", help="module:function building each task's SessionContext")
     worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")
+    worker.add_argument(
+        "--auth-token",
+        help="shared token coordinators must present (default: $DATAFUSION_DISTRIBUTED_TOKEN; "
+        "prefer the variable: a command line is visible to other users)",
+    )
+    worker.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="run without a token: anyone who can connect runs code",
+    )
+    worker.add_argument("--tls-cert", help="PEM certificate file: serve TLS (grpc+tls://)")
+    worker.add_argument("--tls-key", help="PEM private key file of --tls-cert")
+    worker.add_argument(
+        "--tls-root-certs",
+        help="PEM file of CAs to trust when fetching from other workers (default: --tls-cert)",
+    )
+    worker.add_argument(
+        "--spool-quota-bytes", type=int, help="most bytes the spool may hold; tasks passing it fail"
+    )
+    worker.add_argument(
+        "--memory-limit-bytes", type=int, help="memory pool of each task (DataFusion fair spill pool)"
+    )
     worker.set_defaults(run=run_worker)
 
     sql = sub.add_parser("sql", help="run one SQL query distributed and print the result")
@@ -127,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--workers", help="comma-separated worker URLs (default: embedded cluster)")
     sql.add_argument("--table", action="append", default=[], help="name=path (parquet/csv/json/arrow)")
     sql.add_argument("--explain", action="store_true", help="print the distributed plan instead")
+    sql.add_argument(
+        "--tls-root-certs", help="PEM file of the CAs that signed grpc+tls:// workers' certificates"
+    )
     sql.set_defaults(run=run_sql)
     return parser
 

@@ -11,7 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
-from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster, QueryFailed
+from datafusion_distributed import (
+    DistributedConfig,
+    DistributedContext,
+    EmbeddedCluster,
+    LocalCluster,
+    QueryFailed,
+)
+from datafusion_distributed.protocol.auth import connect_options
 from datafusion_distributed.protocol.messages import PROTOCOL_VERSION, Ticket, encode
 
 
@@ -95,9 +102,9 @@ def test_unreachable_url_is_named(table_dir):
 
 @pytest.fixture(scope="module")
 def worker_client():
-    with DistributedContext(SessionContext()) as dctx:
-        url = dctx.workers()[0]
-        yield flight.connect(url), url
+    with EmbeddedCluster(1) as cluster:
+        url = cluster.get_urls()[0]
+        yield flight.connect(url, **connect_options(cluster.auth_token, None)), url
 
 
 def _action(client, name, body):

@@ -1,5 +1,8 @@
 """Clusters the library starts itself: in-process Flight workers (the default) and worker
-subprocesses on this machine (`LocalCluster`). Both are resolvers: they list their URLs."""
+subprocesses on this machine (`LocalCluster`). Both are resolvers: they list their URLs.
+
+Each makes a random token for its workers (or takes the one given) and exposes it as
+`auth_token`; a DistributedContext using the cluster as its resolver picks it up."""
 
 from __future__ import annotations
 
@@ -14,21 +17,43 @@ import threading
 import time
 import weakref
 
+from ..protocol.auth import TOKEN_ENV, check_token, new_token
 from ..worker.flight_worker import FlightWorker
 from ..worker.session import SessionBuilder
 
 
 class EmbeddedCluster:
-    """`n` Flight workers inside this process on loopback, each with its own spool."""
+    """`n` Flight workers inside this process on loopback, each with its own spool.
 
-    def __init__(self, n: int = 2, session_builder: SessionBuilder | None = None):
+    `worker_options` are passed to every `FlightWorker` (for example `spool_quota_bytes`,
+    `memory_limit_bytes`, `tls_cert`/`tls_key`)."""
+
+    def __init__(
+        self,
+        n: int = 2,
+        session_builder: SessionBuilder | None = None,
+        *,
+        auth_token: str | None = None,
+        **worker_options,
+    ):
         if n < 1:
             raise ValueError("an embedded cluster needs at least one worker")
+        self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self._root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
-        self.workers = [
-            FlightWorker(os.path.join(self._root, f"worker-{i}"), session_builder=session_builder)
-            for i in range(n)
-        ]
+        self.workers: list[FlightWorker] = []
+        try:
+            for i in range(n):
+                self.workers.append(
+                    FlightWorker(
+                        os.path.join(self._root, f"worker-{i}"),
+                        session_builder=session_builder,
+                        auth_token=self.auth_token,
+                        **worker_options,
+                    )
+                )
+        except BaseException:
+            _stop_embedded(self.workers, self._root)
+            raise
         self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root)
 
     def get_urls(self) -> list[str]:
@@ -62,12 +87,24 @@ class LocalCluster:
             dctx = DistributedContext(ctx, workers=cluster)
 
     Workers are stopped on `close()`, on exit of the `with` block, at interpreter exit and on
-    Ctrl-C; each worker also exits by itself if this process dies.
+    Ctrl-C; each worker also exits by itself if this process dies. They get the cluster's token
+    (`auth_token`, random unless given) through their environment, never on a command line;
+    `worker_args` are added to each worker's command line (e.g. `["--spool-quota-bytes", "1000"]`).
     """
 
-    def __init__(self, n: int = 2, start_timeout: float = 30.0, spool_root: str | None = None):
+    def __init__(
+        self,
+        n: int = 2,
+        start_timeout: float = 30.0,
+        spool_root: str | None = None,
+        *,
+        auth_token: str | None = None,
+        worker_args: list[str] | tuple[str, ...] = (),
+    ):
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
+        self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
+        self.worker_args = [str(a) for a in worker_args]
         self._own_root = spool_root is None
         self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
         self.processes: list[subprocess.Popen] = []
@@ -85,10 +122,15 @@ class LocalCluster:
         command = [
             sys.executable, "-m", "datafusion_distributed", "worker",
             "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
-            "--parent-pid", str(os.getpid()),
+            "--parent-pid", str(os.getpid()), *self.worker_args,
         ]  # fmt: skip
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True
+            command,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, TOKEN_ENV: self.auth_token},
         )
         if index is None:
             self.processes.append(process)

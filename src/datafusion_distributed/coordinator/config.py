@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..distributed_planner.config import MiB, PlannerConfig
+from ..protocol.auth import token_from_env
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,13 @@ class DistributedConfig:
         task_attempts: tries of a task whose worker was lost (the task reruns on another
             worker; outputs the lost worker held are recomputed). Errors of the query itself
             (bad SQL, a UDF raising) fail at once. Default 3.
+        query_timeout: seconds a query may run before it is cancelled (QueryTimedOut); None for
+            no limit. Default None.
+        auth_token: the workers' shared token. Default: the environment variable
+            DATAFUSION_DISTRIBUTED_TOKEN; a cluster the library starts (embedded or LocalCluster)
+            brings its own. Not shown in the repr.
+        tls_root_certs: path of a PEM file of the CAs that signed the workers' certificates, for
+            `grpc+tls://` workers. Default None (the system's CAs).
     """
 
     partitions_per_task: int = 2
@@ -34,6 +42,9 @@ class DistributedConfig:
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
     task_attempts: int = 3
+    query_timeout: float | None = None
+    auth_token: str | None = field(default_factory=token_from_env, repr=False)
+    tls_root_certs: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedded_workers < 1:
@@ -44,6 +55,8 @@ class DistributedConfig:
             raise ValueError("task_attempts must be at least 1")
         if self.connect_timeout <= 0 or self.task_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if self.query_timeout is not None and self.query_timeout <= 0:
+            raise ValueError("query_timeout must be positive (or None for no limit)")
 
     def planner(self, workers: int) -> PlannerConfig:
         return PlannerConfig(

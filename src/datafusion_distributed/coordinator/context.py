@@ -11,6 +11,7 @@ from datafusion import DataFrame, SessionContext
 
 from ..distributed_planner.planner import plan_stages
 from ..execution_plans.stage import DistributedPlan
+from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from ..worker.session import SessionBuilder
@@ -76,7 +77,13 @@ class DistributedContext:
             self.resolver = StaticResolver(workers)
         else:
             raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
-        self.clients = ClientPool(self.config.connect_timeout, self.config.task_timeout)
+        self.clients = ClientPool(
+            self.config.connect_timeout,
+            self.config.task_timeout,
+            # a cluster the library started knows its own token; otherwise the configured one
+            auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
+            tls_root_certs=read_pem(self.config.tls_root_certs),
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name in _PASSTHROUGH:

@@ -1,7 +1,8 @@
 """Arrow Flight transport: the calls a coordinator or a worker makes to a worker.
 
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
-data), `health` (version and spool state). `do_get` with a Ticket streams one task output.
+data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state).
+Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
 `WorkerError` carrying the worker's message.
 """
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from .auth import connect_options, is_tls_failure
 from .messages import PROTOCOL_VERSION, RunTask, TaskResult, Ticket, decode_task_result, encode
 
 
@@ -52,10 +54,19 @@ def _server_message(exc: flight.FlightError) -> str:
 class WorkerClient:
     """Calls to one worker; thread-safe, one Flight connection per client."""
 
-    def __init__(self, url: str, timeout: float = 30.0, task_timeout: float = 600.0):
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 30.0,
+        task_timeout: float = 600.0,
+        *,
+        auth_token: str | None = None,
+        tls_root_certs: bytes | None = None,
+    ):
         self.url = url
         self.timeout = timeout
         self.task_timeout = task_timeout
+        self._connect_options = connect_options(auth_token, tls_root_certs)
         self._client: flight.FlightClient | None = None
         self._lock = threading.Lock()
 
@@ -63,7 +74,7 @@ class WorkerClient:
         with self._lock:
             if self._client is None:
                 try:
-                    self._client = flight.connect(self.url)
+                    self._client = flight.connect(self.url, **self._connect_options)
                 except (flight.FlightError, pa.ArrowException, OSError) as exc:
                     raise WorkerUnreachable(self.url, str(exc)) from exc
             return self._client
@@ -74,6 +85,8 @@ class WorkerClient:
         except flight.FlightTimedOutError as exc:
             raise WorkerTimeout(self.url, timeout) from exc
         except flight.FlightUnavailableError as exc:
+            if is_tls_failure(str(exc)):  # a setup error: retrying elsewhere would not help
+                raise WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}") from exc
             raise WorkerUnreachable(self.url, _server_message(exc)) from exc
         except flight.FlightError as exc:
             raise WorkerError(self.url, _server_message(exc)) from exc
@@ -93,6 +106,12 @@ class WorkerClient:
     def release(self, query_id: str) -> None:
         self._action(
             "release", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
+        )
+
+    def cancel(self, query_id: str) -> None:
+        """Stop a query's running tasks at their next batch and delete its spool data."""
+        self._action(
+            "cancel", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
         )
 
     def health(self) -> dict:
@@ -142,16 +161,24 @@ class WorkerClient:
 class ClientPool:
     """One WorkerClient per URL, shared by every query of a coordinator or worker."""
 
-    def __init__(self, timeout: float = 30.0, task_timeout: float = 600.0):
+    def __init__(
+        self,
+        timeout: float = 30.0,
+        task_timeout: float = 600.0,
+        *,
+        auth_token: str | None = None,
+        tls_root_certs: bytes | None = None,
+    ):
         self.timeout = timeout
         self.task_timeout = task_timeout
+        self._auth = {"auth_token": auth_token, "tls_root_certs": tls_root_certs}
         self._clients: dict[str, WorkerClient] = {}
         self._lock = threading.Lock()
 
     def get(self, url: str) -> WorkerClient:
         with self._lock:
             if url not in self._clients:
-                self._clients[url] = WorkerClient(url, self.timeout, self.task_timeout)
+                self._clients[url] = WorkerClient(url, self.timeout, self.task_timeout, **self._auth)
             return self._clients[url]
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import pyarrow.flight as flight
 
 from .. import __version__
 from ..codec import ScannedFile
+from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
 from ..protocol.flight import ClientPool
 from ..protocol.messages import (
     PROTOCOL_VERSION,
@@ -28,7 +30,8 @@ from ..protocol.messages import (
     decode_ticket,
     encode,
 )
-from .session import SessionBuilder, task_session
+from .cancellation import Cancellations
+from .session import SessionBuilder, accepts_runtime, task_session
 from .spool import Spool
 from .task_execution import ResolvedInput, local_file, prepare_task_plan, write_task_outputs
 
@@ -45,6 +48,13 @@ class FlightWorker(flight.FlightServerBase):
         spool_dir: folder for task outputs and fetched inputs.
         session_builder: hook building each task's SessionContext (object stores, UDFs, config).
         spool_ttl: seconds after which an abandoned query's spool folder is swept.
+        auth_token: the cluster's shared token (default: DATAFUSION_DISTRIBUTED_TOKEN); calls
+            without it are refused. Required unless `insecure_no_auth` is True.
+        tls_cert, tls_key: PEM certificate and private key (paths or PEM text): serve TLS
+            (`grpc+tls://`). tls_root_certs: CAs to trust when fetching from other workers
+            (default: `tls_cert` itself, right for one self-signed certificate).
+        spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
+        memory_limit_bytes: DataFusion memory pool of each task (a fair spill pool).
     """
 
     def __init__(
@@ -55,13 +65,48 @@ class FlightWorker(flight.FlightServerBase):
         session_builder: SessionBuilder | None = None,
         spool_ttl: float = 3600.0,
         fetch_timeout: float = 60.0,
+        *,
+        auth_token: str | None = None,
+        insecure_no_auth: bool = False,
+        tls_cert: str | bytes | None = None,
+        tls_key: str | bytes | None = None,
+        tls_root_certs: str | bytes | None = None,
+        spool_quota_bytes: int | None = None,
+        memory_limit_bytes: int | None = None,
     ):
-        super().__init__(f"grpc://{host}:{port}")
+        auth_token = auth_token or token_from_env()
+        if auth_token is None and not insecure_no_auth:
+            raise ValueError(
+                "a worker needs an authentication token: give it one (auth_token, --auth-token or "
+                f"{TOKEN_ENV}), or pass insecure_no_auth=True (--insecure-no-auth) to accept plans, "
+                "which can carry Python code, from anyone who can reach it"
+            )
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("TLS needs both a certificate and its private key (tls_cert and tls_key)")
+        if memory_limit_bytes is not None and memory_limit_bytes <= 0:
+            raise ValueError("memory_limit_bytes must be positive")
+        if memory_limit_bytes is not None and session_builder and not accepts_runtime(session_builder):
+            raise ValueError("memory_limit_bytes needs a session hook that accepts a `runtime` keyword")
+        cert, key = read_pem(tls_cert), read_pem(tls_key)
+        scheme = "grpc+tls" if cert else "grpc"
+        super().__init__(
+            f"{scheme}://{host}:{port}",
+            tls_certificates=[flight.CertKeyPair(cert, key)] if cert else None,
+            middleware={"auth": TokenServerMiddlewareFactory(auth_token)} if auth_token else None,
+        )
         self.host = host
-        self.url = f"grpc://{host}:{self.port}"
-        self.spool = Spool(spool_dir, spool_ttl)
+        self.url = f"{scheme}://{host}:{self.port}"
+        self.authenticated = auth_token is not None
+        self.memory_limit_bytes = memory_limit_bytes
+        self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
+        self._cancelled = Cancellations(spool_ttl)
         self._session_builder = session_builder
-        self._clients = ClientPool(timeout=fetch_timeout, task_timeout=fetch_timeout)
+        self._clients = ClientPool(
+            timeout=fetch_timeout,
+            task_timeout=fetch_timeout,
+            auth_token=auth_token,
+            tls_root_certs=read_pem(tls_root_certs) or cert,
+        )
         self._stopped = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
@@ -71,6 +116,7 @@ class FlightWorker(flight.FlightServerBase):
         return [
             ("run_task", "Run one task and keep its outputs in the spool"),
             ("release", "Delete a query's spool data"),
+            ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
             ("health", "Version and spool state"),
         ]
 
@@ -83,10 +129,19 @@ class FlightWorker(flight.FlightServerBase):
             if action.type == "release":
                 self.spool.release(decode_query_id(body))
                 return []
+            if action.type == "cancel":
+                query_id = decode_query_id(body)
+                self._cancelled.cancel(query_id)
+                self.spool.release(query_id)
+                return []
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused message: {exc}") from exc
+        except flight.FlightError:
+            raise
+        except Exception as exc:  # never a bare Python traceback to the caller
+            raise flight.FlightServerError(f"{action.type} failed: {type(exc).__name__}: {exc}") from exc
         raise flight.FlightServerError(f"unknown action {action.type!r}")
 
     def do_get(self, context, ticket):
@@ -120,6 +175,8 @@ class FlightWorker(flight.FlightServerBase):
             and os.path.exists(location.path)
         ):
             return local_file(location.path), 0
+        self._cancelled.check(message.query_id)
+        self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)
         os.makedirs(folder, exist_ok=True)
         dest = os.path.join(
             folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
@@ -155,9 +212,12 @@ class FlightWorker(flight.FlightServerBase):
         started = time.perf_counter()
         name = f"query {message.query_id} stage {message.stage} task {message.task}"
         log.debug("running %s (attempt %d)", name, message.attempt)
+        query_id = message.query_id
+        cancelled = functools.partial(self._cancelled.is_cancelled, query_id)
         try:
+            self._cancelled.check(query_id)
             inputs, fetched = self._resolve_inputs(message)
-            ctx = task_session(self._session_builder)
+            ctx = task_session(self._session_builder, self.memory_limit_bytes)
             plan = prepare_task_plan(ctx, message.plan, inputs)
             output = write_task_outputs(
                 ctx,
@@ -165,10 +225,16 @@ class FlightWorker(flight.FlightServerBase):
                 self.spool.task_dir(message.query_id, message.stage, message.task),
                 message.compression,
                 path_for=lambda p: self.spool.output_path(message.query_id, message.stage, message.task, p),
+                cancelled=cancelled,
+                on_write=functools.partial(self.spool.charge, query_id),
             )
         except Exception as exc:
             log.warning("%s failed: %s", name, exc)
-            raise flight.FlightServerError(f"{name} failed: {exc}") from exc
+            raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}") from exc
+        finally:
+            self.spool.remove_inputs(query_id, message.stage, message.task, message.attempt)
+            if cancelled():  # outputs written after the query's data was deleted
+                self.spool.release(query_id)
         return TaskResult(
             partitions=tuple(
                 PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
@@ -177,6 +243,12 @@ class FlightWorker(flight.FlightServerBase):
             seconds=time.perf_counter() - started,
             fetched_bytes=fetched,
         )
+
+    def _describe(self, exc: Exception) -> str:
+        text = str(exc)
+        if self.memory_limit_bytes is not None and "Resources exhausted" in text:
+            return f"memory limit exceeded (the worker's limit is {self.memory_limit_bytes} bytes): {text}"
+        return text
 
     def _sweep_loop(self) -> None:
         interval = max(1.0, min(60.0, self.spool.ttl_seconds / 4))

@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
-from datafusion import SessionConfig, SessionContext
+from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
 
 # Settings every task needs whatever the user's hook does: exchange inputs are read one file
 # group per partition, and DataFusion's work stealing would move files between partitions.
 REQUIRED_SETTINGS = {"datafusion.execution.enable_file_stream_work_stealing": "false"}
 
-SessionBuilder = Callable[[SessionConfig], SessionContext]
+SessionBuilder = Callable[..., SessionContext]
 
 
-def default_session(config: SessionConfig) -> SessionContext:
-    return SessionContext(config)
+def default_session(config: SessionConfig, runtime: RuntimeEnvBuilder | None = None) -> SessionContext:
+    return SessionContext(config, runtime)
 
 
-def task_session(builder: SessionBuilder | None = None) -> SessionContext:
+def accepts_runtime(builder: SessionBuilder) -> bool:
+    """Whether a session hook takes the `runtime` keyword (needed to apply a memory limit)."""
+    try:
+        parameters = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return False
+    return "runtime" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def memory_limited_runtime(memory_limit_bytes: int) -> RuntimeEnvBuilder:
+    """A runtime whose memory pool holds at most `memory_limit_bytes`, shared fairly by the
+    operators of a task; operators that can spill (sorts, aggregations) spill to disk first."""
+    return RuntimeEnvBuilder().with_fair_spill_pool(memory_limit_bytes)
+
+
+def task_session(
+    builder: SessionBuilder | None = None, memory_limit_bytes: int | None = None
+) -> SessionContext:
     """A SessionContext for running task plans, built by the user's hook if given.
 
     The hook receives a SessionConfig with the required settings already applied and returns
-    the SessionContext to use (register object stores, UDFs or more config there).
+    the SessionContext to use (register object stores, UDFs or more config there). With a
+    memory limit the hook must accept a `runtime` keyword (a RuntimeEnvBuilder) and pass it on:
+    `SessionContext(config, runtime)`.
     """
     config = SessionConfig()
     for key, value in REQUIRED_SETTINGS.items():
         config = config.set(key, value)
-    return (builder or default_session)(config)
+    if memory_limit_bytes is None:
+        return (builder or default_session)(config)
+    runtime = memory_limited_runtime(memory_limit_bytes)
+    if builder is None:
+        return default_session(config, runtime)
+    if not accepts_runtime(builder):
+        raise ValueError("a memory limit needs a session hook that accepts a `runtime` keyword argument")
+    return builder(config, runtime=runtime)

@@ -3,21 +3,37 @@
 Paths are always built from validated integers and query ids, never from message text, so a
 ticket cannot name a file outside the spool. Queries left behind by a dead coordinator are
 removed by `sweep` once older than the TTL.
+
+With a quota, every byte a task writes (outputs) or fetches (inputs) is charged to its query
+before it lands on disk, and given back when the query is released or swept (or, for fetched
+inputs, when the task that read them ends). A write that would pass the quota fails its task
+with `SpoolQuotaExceeded`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 
 from ..protocol.messages import check_query_id
 
 
+class SpoolQuotaExceeded(RuntimeError):
+    """Writing would take a worker's spool past its quota."""
+
+
 class Spool:
-    def __init__(self, root: str, ttl_seconds: float = 3600.0):
+    def __init__(self, root: str, ttl_seconds: float = 3600.0, quota_bytes: int | None = None):
+        if quota_bytes is not None and quota_bytes < 0:
+            raise ValueError("the spool quota must be a positive number of bytes")
         self.root = os.path.abspath(root)
         self.ttl_seconds = ttl_seconds
+        self.quota_bytes = quota_bytes
+        self._used: dict[str, int] = {}
+        self._inputs: dict[tuple[str, int, int, int], int] = {}  # fetched bytes per task attempt
+        self._lock = threading.Lock()
         os.makedirs(self.root, exist_ok=True)
 
     def query_dir(self, query_id: str) -> str:
@@ -39,8 +55,44 @@ class Spool:
         real = os.path.realpath(path)
         return real.startswith(os.path.realpath(self.root) + os.sep)
 
+    # -- quota --------------------------------------------------------------------------------
+    def used_bytes(self) -> int:
+        with self._lock:
+            return sum(self._used.values())
+
+    def charge(self, query_id: str, nbytes: int) -> None:
+        """Count `nbytes` more against the quota for `query_id`, or raise SpoolQuotaExceeded."""
+        with self._lock:
+            used = sum(self._used.values())
+            if self.quota_bytes is not None and nbytes > 0 and used + nbytes > self.quota_bytes:
+                raise SpoolQuotaExceeded(
+                    f"spool quota exceeded: writing {nbytes} more bytes would take the spool to "
+                    f"{used + nbytes} bytes, past its quota of {self.quota_bytes} (spool_quota_bytes)"
+                )
+            self._used[query_id] = max(0, self._used.get(query_id, 0) + nbytes)
+
+    def charge_input(self, query_id: str, stage: int, task: int, attempt: int, nbytes: int) -> None:
+        """Charge an input a task attempt is about to fetch (refunded by `remove_inputs`)."""
+        self.charge(query_id, nbytes)
+        with self._lock:
+            key = (query_id, stage, task, attempt)
+            self._inputs[key] = self._inputs.get(key, 0) + nbytes
+
+    # -- clean-up -----------------------------------------------------------------------------
     def release(self, query_id: str) -> None:
         shutil.rmtree(self.query_dir(query_id), ignore_errors=True)
+        with self._lock:
+            self._used.pop(query_id, None)
+            for key in [k for k in self._inputs if k[0] == query_id]:
+                del self._inputs[key]
+
+    def remove_inputs(self, query_id: str, stage: int, task: int, attempt: int) -> None:
+        """Delete the inputs one task attempt fetched (read by that attempt only) and refund them."""
+        shutil.rmtree(self.inputs_dir(query_id, stage, task, attempt), ignore_errors=True)
+        with self._lock:
+            nbytes = self._inputs.pop((query_id, stage, task, attempt), 0)
+            if query_id in self._used:
+                self._used[query_id] = max(0, self._used[query_id] - nbytes)
 
     def sweep(self, now: float | None = None) -> list[str]:
         """Remove query folders untouched for longer than the TTL; return their ids."""
@@ -54,6 +106,11 @@ class Spool:
                     removed.append(name)
             except FileNotFoundError:
                 continue
+        with self._lock:
+            for name in removed:
+                self._used.pop(name, None)
+            for key in [k for k in self._inputs if k[0] in removed]:
+                del self._inputs[key]
         return removed
 
     def files(self) -> list[str]:

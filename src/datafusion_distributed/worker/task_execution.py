@@ -20,6 +20,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
 from ..execution_plans.stage import BoundaryKind
+from .cancellation import TaskCancelled
 
 
 class TaskError(RuntimeError):
@@ -202,30 +203,47 @@ def stream_partitions(
 
 
 def _write_partition(
-    ctx: SessionContext, plan: ExecutionPlan, partition: int, path: str, options: pa.ipc.IpcWriteOptions
+    ctx: SessionContext,
+    plan: ExecutionPlan,
+    partition: int,
+    path: str,
+    options: pa.ipc.IpcWriteOptions,
+    cancelled: Callable[[], bool] | None = None,
+    on_write: Callable[[int], None] | None = None,
 ) -> tuple[PartitionOutput, pa.Schema | None]:
-    writer = None
-    rows = 0
+    writer = sink = None
+    rows = written = 0
     schema = file_schema = None
     try:
         for batch in stream_partition(ctx, plan, partition):
+            if cancelled is not None and cancelled():
+                raise TaskCancelled("the query was cancelled")
             if batch.num_rows == 0:
                 continue
             if writer is None:
                 schema = batch.schema
                 file_schema = unique_names(schema)
-                writer = pa.ipc.new_file(path + ".tmp", file_schema, options=options)
+                sink = pa.OSFile(path + ".tmp", "wb")
+                writer = pa.ipc.new_file(sink, file_schema, options=options)
             elif batch.schema != schema:
                 batch = batch.cast(schema)
+            if on_write is not None:  # charge what the batch may take before it lands on disk
+                on_write(batch.nbytes)
+                written += batch.nbytes
             writer.write_batch(batch.rename_columns(file_schema.names))
             rows += batch.num_rows
     finally:
         if writer is not None:
             writer.close()
+        if sink is not None:
+            sink.close()
     if writer is None:
         return PartitionOutput(partition, None, 0, 0), None
     os.replace(path + ".tmp", path)
-    return PartitionOutput(partition, path, rows, os.path.getsize(path)), schema
+    size = os.path.getsize(path)
+    if on_write is not None:  # settle the charge to the file's real (compressed) size
+        on_write(size - written)
+    return PartitionOutput(partition, path, rows, size), schema
 
 
 def write_task_outputs(
@@ -234,8 +252,14 @@ def write_task_outputs(
     out_dir: str,
     compression: str | None = "lz4",
     path_for: Callable[[int], str] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    on_write: Callable[[int], None] | None = None,
 ) -> TaskOutput:
-    """Run every output partition of `plan` at once and write each to an Arrow IPC file."""
+    """Run every output partition of `plan` at once and write each to an Arrow IPC file.
+
+    `cancelled` is asked before each batch is written (True stops the task with TaskCancelled);
+    `on_write(n)` is told of `n` more bytes about to be written (it may raise to refuse them),
+    and finally of the difference to the file's real size."""
     os.makedirs(out_dir, exist_ok=True)
     options = pa.ipc.IpcWriteOptions(compression=compression)
     path_for = path_for or (lambda p: os.path.join(out_dir, f"part-{p}.arrow"))
@@ -243,7 +267,10 @@ def write_task_outputs(
     if count == 0:
         return TaskOutput((), None)
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="partition") as pool:
-        futures = [pool.submit(_write_partition, ctx, plan, p, path_for(p), options) for p in range(count)]
+        futures = [
+            pool.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
+            for p in range(count)
+        ]
         results = [f.result() for f in futures]
     schema = next((s for _, s in results if s is not None), None)
     return TaskOutput(

@@ -1,0 +1,116 @@
+"""Authentication and TLS for the Flight connections between coordinators and workers.
+
+Every call to a worker carries the header `authorization: Bearer <token>`; a worker compares it
+with its own token in constant time and refuses any call without it, or with another token, with
+`FlightUnauthenticatedError("unauthenticated: ...")` before the call reaches its handler. The
+token is a shared secret: give the same one to every worker and every coordinator of a cluster
+(`--auth-token` or the environment variable below on workers, `DistributedConfig.auth_token` on
+coordinators). A token is not encryption: use TLS on networks others can read.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+
+import pyarrow.flight as flight
+
+TOKEN_ENV = "DATAFUSION_DISTRIBUTED_TOKEN"
+MAX_TOKEN_CHARS = 4096
+
+
+def token_from_env() -> str | None:
+    """The token in DATAFUSION_DISTRIBUTED_TOKEN, or None when it is unset or empty."""
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def new_token() -> str:
+    """A fresh random token (256 bits, URL-safe text)."""
+    return secrets.token_urlsafe(32)
+
+
+def check_token(token: str) -> str:
+    if not isinstance(token, str) or not token.strip():
+        raise ValueError("the authentication token must be a non-empty string")
+    if len(token) > MAX_TOKEN_CHARS or any(c.isspace() or not c.isprintable() for c in token):
+        raise ValueError(
+            f"the authentication token must be printable, without spaces, at most {MAX_TOKEN_CHARS}"
+        )
+    return token
+
+
+class _Authenticated(flight.ServerMiddleware):
+    pass
+
+
+class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
+    """Refuses every call that does not carry `authorization: Bearer <token>`."""
+
+    def __init__(self, token: str):
+        self._expected = f"Bearer {check_token(token)}".encode()
+
+    def start_call(self, info, headers):
+        values = headers.get("authorization") or headers.get("Authorization") or []
+        if not values:
+            raise flight.FlightUnauthenticatedError(
+                "unauthenticated: the call carries no token (set DistributedConfig.auth_token or "
+                f"{TOKEN_ENV} to the workers' token)"
+            )
+        given = values[0]
+        given = given.encode() if isinstance(given, str) else bytes(given)
+        if not hmac.compare_digest(given, self._expected):
+            raise flight.FlightUnauthenticatedError("unauthenticated: the token does not match this worker's")
+        return _Authenticated()
+
+
+class _BearerToken(flight.ClientMiddleware):
+    def __init__(self, header: str):
+        self._header = header
+
+    def sending_headers(self):
+        return {"authorization": self._header}
+
+    def received_headers(self, headers):
+        pass
+
+    def call_completed(self, exception):
+        pass
+
+
+class TokenClientMiddlewareFactory(flight.ClientMiddlewareFactory):
+    """Adds `authorization: Bearer <token>` to every call."""
+
+    def __init__(self, token: str):
+        self._header = f"Bearer {check_token(token)}"
+
+    def start_call(self, info):
+        return _BearerToken(self._header)
+
+
+def read_pem(path_or_pem: str | bytes | None) -> bytes | None:
+    """PEM bytes from a path, or the PEM text itself."""
+    if path_or_pem is None:
+        return None
+    if isinstance(path_or_pem, bytes):
+        return path_or_pem
+    if path_or_pem.lstrip().startswith("-----BEGIN"):
+        return path_or_pem.encode()
+    with open(path_or_pem, "rb") as f:
+        return f.read()
+
+
+def connect_options(auth_token: str | None, tls_root_certs: bytes | None) -> dict:
+    """Keyword arguments of `pyarrow.flight.connect` for a client with this token and CA."""
+    options: dict = {}
+    if auth_token:
+        options["middleware"] = [TokenClientMiddlewareFactory(auth_token)]
+    if tls_root_certs:
+        options["tls_root_certs"] = tls_root_certs
+    return options
+
+
+def is_tls_failure(message: str) -> bool:
+    """Whether a transport error is a failed TLS handshake (a setup error, not a lost worker)."""
+    lowered = message.lower()
+    return "handshake failed" in lowered or "certificate verify failed" in lowered

@@ -1,0 +1,42 @@
+"""Queries a worker was told to cancel: their running tasks stop at their next batch, and tasks
+of theirs that arrive later are refused. Entries are forgotten after the spool TTL (by then any
+coordinator still sending tasks for the query has given up)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class TaskCancelled(RuntimeError):
+    """A task stopped because its query was cancelled."""
+
+
+class Cancellations:
+    def __init__(self, ttl_seconds: float = 3600.0, max_entries: int = 100_000):
+        self.ttl_seconds = ttl_seconds
+        self.max_entries = max_entries
+        self._at: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def cancel(self, query_id: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._at[query_id] = now
+            if len(self._at) > self.max_entries or len(self._at) % 1024 == 0:
+                self._forget_older_than(now - self.ttl_seconds)
+            while len(self._at) > self.max_entries:  # oldest first
+                del self._at[next(iter(self._at))]
+
+    def _forget_older_than(self, cutoff: float) -> None:
+        for query_id in [q for q, at in self._at.items() if at < cutoff]:
+            del self._at[query_id]
+
+    def is_cancelled(self, query_id: str) -> bool:
+        with self._lock:
+            at = self._at.get(query_id)
+        return at is not None and time.monotonic() - at <= self.ttl_seconds
+
+    def check(self, query_id: str) -> None:
+        if self.is_cancelled(query_id):
+            raise TaskCancelled(f"query {query_id} was cancelled")

@@ -1,0 +1,78 @@
+"""A worker's spool quota and memory limit fail tasks with clear errors, and free what they held."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import (
+    DistributedConfig,
+    DistributedContext,
+    EmbeddedCluster,
+    LocalCluster,
+    QueryFailed,
+)
+
+CONFIG = DistributedConfig(bytes_per_partition=64 * 1024)
+JOIN = "SELECT a.k % 7 AS g, count(*) AS n FROM t a JOIN t b ON a.k = b.k GROUP BY 1 ORDER BY 1"
+GROUPS = "SELECT k % 5 AS g, count(*) AS n FROM t GROUP BY 1 ORDER BY 1"
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("limits")
+    for p in range(4):
+        keys = list(range(p * 50_000, (p + 1) * 50_000))
+        pq.write_table(pa.table({"k": keys, "s": [f"value-{i}" for i in keys]}), folder / f"p{p}.parquet")
+    ctx = SessionContext()
+    ctx.register_parquet("t", str(folder))
+    return ctx
+
+
+def test_spool_quota_fails_a_task_clearly_and_frees_on_release(ctx):
+    with LocalCluster(2, worker_args=["--spool-quota-bytes", "100000"]) as cluster:
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            with pytest.raises(QueryFailed, match="spool quota exceeded.*past its quota of 100000") as info:
+                dctx.sql("SELECT s, count(*) FROM t GROUP BY s").to_pylist()
+            assert "attempts" not in str(info.value)  # the query's own size: not retried
+            for _ in range(3):  # a query that fits runs again and again: released outputs are freed
+                assert dctx.sql(GROUPS).to_pylist() == [{"g": g, "n": 40_000} for g in range(5)]
+        assert cluster.spool_files() == []
+
+
+def test_quota_counts_outputs_until_their_query_is_released(ctx):
+    with EmbeddedCluster(2, spool_quota_bytes=10_000_000) as cluster:
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            stream = dctx.sql(JOIN).execute_stream()
+            next(stream)  # the stages ran; their outputs are held until the query ends
+            assert sum(w.spool.used_bytes() for w in cluster.workers) > 0
+            stream.close()
+        assert [w.spool.used_bytes() for w in cluster.workers] == [0, 0]
+        assert cluster.spool_files() == []
+
+
+def test_memory_limit_fails_a_task_clearly(ctx):
+    with EmbeddedCluster(2, memory_limit_bytes=1_000_000) as cluster:
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            with pytest.raises(
+                QueryFailed, match=r"memory limit exceeded \(the worker's limit is 1000000 bytes\)"
+            ):
+                dctx.sql(JOIN).to_pylist()
+        assert cluster.spool_files() == []
+    with EmbeddedCluster(2, memory_limit_bytes=256_000_000) as cluster:
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            assert sum(r["n"] for r in dctx.sql(JOIN).to_pylist()) == 200_000
+
+
+def test_memory_limit_needs_a_hook_that_takes_the_runtime(tmp_path):
+    from datafusion_distributed import FlightWorker
+
+    with pytest.raises(ValueError, match="accepts a `runtime` keyword"):
+        FlightWorker(
+            str(tmp_path),
+            session_builder=lambda config: SessionContext(config),
+            memory_limit_bytes=1 << 20,
+            auth_token="t",
+        )
