@@ -103,6 +103,7 @@ def bench_exchange(args) -> dict:
                 produce = time.perf_counter() - start
                 parts = [p for p in result.partitions if p.path]
                 tickets = [Ticket(query_id, 0, 0, p.partition) for p in parts]
+                sizes = {p.partition: p.bytes for p in parts}
                 file_bytes = sum(p.bytes for p in parts)
                 rows = sum(p.rows for p in parts)
                 # Arrow bytes on the wire: do_get sends the batches uncompressed.
@@ -115,9 +116,9 @@ def bench_exchange(args) -> dict:
                     "task_seconds": result.seconds,
                 }
 
-                def fetch(ticket, suffix=""):
+                def fetch(ticket, suffix="", sizes=sizes):
                     path = os.path.join(scratch, f"{ticket.partition}{suffix}.arrow")
-                    size = client.fetch_to_file(ticket, path)
+                    size = client.fetch_to_file(ticket, path, sizes[ticket.partition])
                     os.remove(path)
                     return size
 

@@ -122,3 +122,28 @@ def test_resolvers(monkeypatch):
     monkeypatch.setenv("DATAFUSION_DISTRIBUTED_WORKERS", "")
     with pytest.raises(ValueError, match="lists no worker"):
         EnvResolver().get_urls()
+
+
+def test_dataframe_transformations_stay_distributed(dctx, single):
+    from datafusion import col, lit
+    from datafusion import functions as f
+
+    df = (
+        dctx.table("t_parquet")
+        .filter(col("id") % lit(3) != lit(0))
+        .aggregate([col("grp")], [f.count(col("id")).alias("n")])
+        .sort(col("grp").sort())
+    )
+    assert isinstance(df, type(dctx.sql("SELECT 1")))
+    assert df.distributed_plan().is_distributed
+    expected = single.sql(
+        "SELECT grp, count(id) AS n FROM t_parquet WHERE id % 3 <> 0 GROUP BY grp ORDER BY grp"
+    )
+    assert df.to_pylist() == expected.to_pylist()
+    with pytest.raises(AttributeError, match="use .df.write_parquet"):
+        df.write_parquet  # noqa: B018
+
+
+def test_context_factories_make_distributed_frames(dctx):
+    df = dctx.from_pydict({"a": [1, 2, 3]})
+    assert df.count() == 3

@@ -17,6 +17,8 @@ class DistributedConfig:
         bytes_per_partition: scanned bytes per partition at leaf stages. Default 16 MiB.
         cardinality_factor: task count of a stage relative to its largest input. Default 1.0.
         max_tasks_per_stage: cap on tasks per stage; 0 means the number of workers. Default 0.
+        broadcast_inline_bytes: a join build side scanning at most this many bytes, and reading
+            no other stage, is computed by each consumer task instead of exchanged. Default 8 MiB.
         embedded_workers: workers the embedded cluster starts when no workers are given. Default 2.
         compression: codec of exchanged Arrow IPC files: "lz4", "zstd" or None. Default "lz4".
         connect_timeout: seconds to wait for a worker to answer a short call. Default 30.
@@ -37,6 +39,7 @@ class DistributedConfig:
     bytes_per_partition: int = 16 * MiB
     cardinality_factor: float = 1.0
     max_tasks_per_stage: int = 0
+    broadcast_inline_bytes: int = 8 * MiB
     embedded_workers: int = 2
     compression: str | None = "lz4"
     connect_timeout: float = 30.0
@@ -65,4 +68,5 @@ class DistributedConfig:
             bytes_per_partition=self.bytes_per_partition,
             cardinality_factor=self.cardinality_factor,
             max_tasks_per_stage=self.max_tasks_per_stage,
+            broadcast_inline_bytes=self.broadcast_inline_bytes,
         )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext
 
 from ..distributed_planner.planner import plan_stages
+from ..events.handlers import HandlerChain
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool
@@ -19,10 +20,35 @@ from .clusters import EmbeddedCluster
 from .config import DistributedConfig
 from .scheduler import QueryRun
 
+if TYPE_CHECKING:
+    from ..metrics.query_metrics import QueryMetrics
+
 # Settings the coordinator applies to the user's SessionContext before planning: DataFusion's
 # physical scalar subquery node fills values in one process only, so subqueries are planned as
 # joins instead (as the upstream project does).
 PLANNING_SETTINGS = {"datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery": "false"}
+
+# DataFrame transformations: called on a DistributedDataFrame they return one, so the result
+# still runs distributed.
+_TRANSFORMATIONS = {
+    "aggregate", "alias", "cast", "describe", "distinct", "distinct_on", "drop", "except_all",
+    "fill_nan", "fill_null", "filter", "head", "intersect", "join", "join_on", "limit",
+    "repartition", "repartition_by_hash", "select", "select_exprs", "sort", "sort_by", "tail",
+    "transform", "union", "union_by_name", "union_distinct", "unnest_columns", "window",
+    "with_column", "with_column_renamed", "with_columns",
+}  # fmt: skip
+
+# SessionContext calls that make a DataFrame: through a DistributedContext they make a
+# DistributedDataFrame.
+_FACTORIES = {
+    "from_pydict",
+    "from_pylist",
+    "from_arrow",
+    "from_pandas",
+    "from_polars",
+    "read_arrow",
+    "read_avro",
+}
 
 # Calls passed straight to the wrapped SessionContext.
 _PASSTHROUGH = {
@@ -30,8 +56,7 @@ _PASSTHROUGH = {
     "register_record_batches", "register_table", "register_view", "register_dataset",
     "register_object_store", "register_listing_table", "register_batch", "register_udf",
     "register_udaf", "register_udwf", "register_udtf", "deregister_table", "table_exist",
-    "catalog", "catalog_names", "from_pydict", "from_pylist", "from_arrow", "from_pandas",
-    "from_polars", "session_id",
+    "catalog", "catalog_names", "session_id",
 }  # fmt: skip
 
 
@@ -47,6 +72,10 @@ class DistributedContext:
         config: planning and runtime settings (see `DistributedConfig`).
         session_builder: for the embedded cluster and the coordinator's head stage, a hook
             `(SessionConfig) -> SessionContext` building each task's context.
+        handlers: event handlers (see `events`), asked before the built-in ones: task counts,
+            task routing, lifecycle events; and, on the embedded cluster's workers, plan rewrites.
+        progress: show a live progress line while queries run (only on a terminal or in a
+            notebook). Default False; each call can say otherwise.
 
     Examples:
         >>> from datafusion import SessionContext
@@ -63,13 +92,19 @@ class DistributedContext:
         *,
         config: DistributedConfig | None = None,
         session_builder: SessionBuilder | None = None,
+        handlers: Sequence[Any] = (),
+        progress: bool = False,
     ):
+        self.handlers = HandlerChain(handlers)
+        self.progress = progress
         self.ctx = ctx if ctx is not None else SessionContext()
         self.config = config or DistributedConfig()
         self.session_builder = session_builder
         self._cluster: EmbeddedCluster | None = None
         if workers is None:
-            self._cluster = EmbeddedCluster(self.config.embedded_workers, session_builder)
+            self._cluster = EmbeddedCluster(
+                self.config.embedded_workers, session_builder, handlers=self.handlers.user
+            )
             self.resolver: WorkerResolver = self._cluster
         elif isinstance(workers, WorkerResolver):
             self.resolver = workers
@@ -84,10 +119,19 @@ class DistributedContext:
             auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
             tls_root_certs=read_pem(self.config.tls_root_certs),
         )
+        self._applied: dict[str, str] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name in _PASSTHROUGH:
             return getattr(self.ctx, name)
+        if name in _FACTORIES:
+            factory = getattr(self.ctx, name)
+
+            def make(*args: Any, **kwargs: Any) -> DistributedDataFrame:
+                self._prepare()
+                return DistributedDataFrame(self, factory(*args, **kwargs))
+
+            return make
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # -- queries ------------------------------------------------------------------------------
@@ -102,13 +146,26 @@ class DistributedContext:
         urls = self.workers()
         settings = dict(PLANNING_SETTINGS)
         settings["datafusion.execution.target_partitions"] = str(len(urls) * self.config.partitions_per_task)
-        for key, value in settings.items():
-            self.ctx.sql(f"SET {key} = {value}")
+        if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
+            for key, value in settings.items():
+                self.ctx.sql(f"SET {key} = {value}")
+            self._applied = settings
         return urls
 
     def sql(self, query: str) -> DistributedDataFrame:
-        """Plan `query` on the wrapped context; it runs distributed when its result is asked for."""
+        """Plan `query` on the wrapped context; it runs distributed when its result is asked for.
+
+        `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns the distributed
+        plan with its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has)."""
+        from ..metrics.analyze import split_explain_analyze
+
         self._prepare()
+        explained = split_explain_analyze(query)
+        if explained is not None:
+            text = self.sql(explained[0]).explain_string(analyze=True, verbose=explained[1])
+            return DistributedDataFrame(
+                self, self.ctx.from_pydict({"plan_type": ["Plan with Metrics"], "plan": [text]})
+            )
         return DistributedDataFrame(self, self.ctx.sql(query))
 
     def table(self, name: str) -> DistributedDataFrame:
@@ -130,7 +187,7 @@ class DistributedContext:
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
         """Cut `df`'s physical plan into stages for the current workers."""
         workers = len(self.workers())
-        return plan_stages(df.execution_plan(), self.config.planner(workers))
+        return plan_stages(df.execution_plan(), self.config.planner(workers), self.handlers)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -152,11 +209,29 @@ class DistributedDataFrame:
     def __init__(self, dctx: DistributedContext, df: DataFrame):
         self._dctx = dctx
         self._df = df
+        self.metrics: QueryMetrics | None = None  # of the last run, once it has ended
 
     @property
     def df(self) -> DataFrame:
         """The underlying (single-node) DataFusion DataFrame."""
         return self._df
+
+    def __getattr__(self, name: str) -> Any:
+        """DataFrame transformations (filter, select, join, sort, ...) return distributed frames."""
+        if name not in _TRANSFORMATIONS:
+            if hasattr(DataFrame, name):
+                raise AttributeError(
+                    f"DistributedDataFrame.{name} is not available: use .df.{name} to run it on one node"
+                )
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        method = getattr(self._df, name)
+
+        def transformed(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(a._df if isinstance(a, DistributedDataFrame) else a for a in args)
+            result = method(*args, **kwargs)
+            return DistributedDataFrame(self._dctx, result) if isinstance(result, DataFrame) else result
+
+        return transformed
 
     def schema(self) -> pa.Schema:
         return self._df.schema()
@@ -164,9 +239,17 @@ class DistributedDataFrame:
     def distributed_plan(self) -> DistributedPlan:
         return self._dctx.distributed_plan(self._df)
 
-    def execute_stream(self) -> Iterator[pa.RecordBatch]:
-        """Stream the result batch by batch; memory stays bounded by what is in flight."""
-        plan = self.distributed_plan()
+    def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream the result batch by batch; memory stays bounded by what is in flight.
+        `progress` shows a live progress line (default: the context's `progress`)."""
+        return self._execute_plan(self.distributed_plan(), progress)
+
+    def _execute_plan(self, plan: DistributedPlan, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+        handlers = self._dctx.handlers
+        if self._dctx.progress if progress is None else progress:
+            from ..metrics.progress import ProgressDisplay
+
+            handlers = handlers.with_handlers([ProgressDisplay()])
         run = QueryRun(
             plan,
             self._dctx.workers(),
@@ -174,16 +257,20 @@ class DistributedDataFrame:
             compression=self._dctx.config.compression,
             session_builder=self._dctx.session_builder,
             task_attempts=self._dctx.config.task_attempts,
+            handlers=handlers,
         )
         stream = run.execute()
-        with contextlib.closing(stream):
-            yield from stream
+        try:
+            with contextlib.closing(stream):
+                yield from stream
+        finally:
+            self.metrics = run.metrics
 
-    def collect(self) -> list[pa.RecordBatch]:
-        return list(self.execute_stream())
+    def collect(self, progress: bool | None = None) -> list[pa.RecordBatch]:
+        return list(self.execute_stream(progress))
 
-    def to_arrow_table(self) -> pa.Table:
-        batches = self.collect()
+    def to_arrow_table(self, progress: bool | None = None) -> pa.Table:
+        batches = self.collect(progress)
         if not batches:
             return self.schema().empty_table()
         schema = batches[0].schema
@@ -215,14 +302,23 @@ class DistributedDataFrame:
         table = DistributedDataFrame(self._dctx, self._df.limit(num)).to_arrow_table()
         print(format_table(table))
 
-    def explain(self) -> None:
-        """Print the distributed plan: stages, their tasks, boundaries and the files tasks read."""
-        print(self.explain_string())
+    def explain(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> None:
+        """Print the distributed plan: stages, their tasks, boundaries and the files tasks read.
 
-    def explain_string(self) -> str:
-        from ..execution_plans.display import display_distributed_plan
+        Args:
+            analyze: run the query first and show what it measured: per stage its tasks, rows,
+                bytes written and read; per node DataFusion's metrics summed over the tasks.
+            verbose: with `analyze`, every metric, and each task's own line.
+            format: "text", "graphviz" (DOT) or "mermaid": the last two draw the stage DAG
+                with its tasks and exchanges.
+        """
+        print(self.explain_string(analyze, verbose, format))
 
-        return display_distributed_plan(self.distributed_plan())
+    def explain_string(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> str:
+        """What `explain` prints."""
+        from ..metrics.analyze import explain
+
+        return explain(self, analyze, verbose, format)
 
     def __repr__(self) -> str:
         return f"DistributedDataFrame({self._df.logical_plan().display()!r})"
