@@ -7,14 +7,9 @@ unions, ORDER BY with LIMIT. Runs are bounded by the hypothesis profile in conft
 25 examples); `HYPOTHESIS_PROFILE=thorough` searches harder.
 
 Queries without an aggregate always end with an ORDER BY over every column: that makes LIMIT
-deterministic. The generator keeps clear of runtime bugs kept as expected failures in
-test_queries_distributed.py, until they are fixed:
-
-* a single-task final stage whose partitions come straight from a CollectLeft join never
-  finishes: queries without an aggregate are ordered (the merge drives every partition);
-* repeated column names cannot cross an exchange: each table names its columns apart;
-* zero-column exchanges lose their rows: no CROSS JOIN (its side often contributes no column);
-* InterleaveExec over shuffles cannot be rebuilt: a union has at most one aggregated side.
+deterministic. A table may appear twice (a self-join: repeated column names and identical
+subtrees), CROSS JOINs often exchange zero-column rows, and a UNION of two aggregates makes an
+InterleaveExec over shuffles.
 """
 
 from __future__ import annotations
@@ -92,21 +87,23 @@ def predicates(draw, source: tuple[str, int]) -> str:
 
 @st.composite
 def from_clauses(draw) -> tuple[str, list[tuple[str, int]]]:
-    """A FROM clause joining one to three tables, and the (alias, table index) it exposes.
-
-    Tables name their columns apart (k0, k1, ...): repeated column names cannot cross an
-    exchange yet (see test_queries_distributed.py).
-    """
+    """A FROM clause joining one to three tables (possibly one table twice), and the
+    (alias, table index) it exposes."""
     count = draw(st.integers(1, 3))
-    tables = draw(st.permutations(range(len(TABLES))))[:count]
+    tables = draw(st.lists(st.integers(0, len(TABLES) - 1), min_size=count, max_size=count))
     sources = [(f"x{i}", t) for i, t in enumerate(tables)]
     clause = f"{TABLES[tables[0]]} x0"
     visible = [sources[0]]
     for i in range(1, count):
-        kind = draw(st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "SEMI", "ANTI"]))
+        kind = draw(
+            st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS", "SEMI", "ANTI"])
+        )
         left = draw(st.sampled_from(visible))
         table = TABLES[tables[i]]
-        if kind in ("SEMI", "ANTI"):
+        if kind == "CROSS":
+            clause += f" CROSS JOIN {table} x{i}"
+            visible.append(sources[i])
+        elif kind in ("SEMI", "ANTI"):
             # Becomes a WHERE [NOT] EXISTS below: the table is not visible to the select list.
             clause += f" /*{kind}:{table}:{col(left, 'k')}:{col(('s', tables[i]), 'k')}*/"
         else:
@@ -173,16 +170,13 @@ def select_queries(draw) -> tuple[str, bool]:
 
 @st.composite
 def queries(draw) -> str:
-    sql, aggregated = draw(select_queries())
+    sql, _ = draw(select_queries())
     width = sql.count(" AS c")
     if draw(st.integers(0, 3)) == 0:  # a union of two selects of the same width
-        other, other_aggregated = draw(select_queries())
-        hashed = aggregated or sql.startswith("SELECT DISTINCT")
-        other_hashed = other_aggregated or other.startswith("SELECT DISTINCT")
-        if other.count(" AS c") == width and not (hashed and other_hashed):
+        other, _ = draw(select_queries())
+        if other.count(" AS c") == width:
             sql = f"{sql} {draw(st.sampled_from(['UNION', 'UNION ALL']))} {other}"
-            aggregated = aggregated and other_aggregated
-    if not aggregated or draw(st.booleans()):
+    if draw(st.booleans()):
         sql += " ORDER BY " + ", ".join(f"{i + 1}" for i in range(width))
         if draw(st.booleans()):
             sql += f" LIMIT {draw(st.integers(0, 15))}"
@@ -196,6 +190,7 @@ configs = st.builds(
     workers=st.integers(1, 3),
     partitions_per_task=st.integers(1, 2),
     bytes_per_partition=st.just(1),
+    broadcast_inline_bytes=st.sampled_from([0, 8 * 1024 * 1024]),
 )
 
 

@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from .coordinator.cancellation import QueryCancelled, QueryTimedOut  # noqa: E402
 from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
 from .coordinator.config import DistributedConfig  # noqa: E402
 from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
@@ -18,7 +19,9 @@ __all__ = [
     "EnvResolver",
     "FlightWorker",
     "LocalCluster",
+    "QueryCancelled",
     "QueryFailed",
+    "QueryTimedOut",
     "StaticResolver",
     "WorkerError",
     "WorkerResolver",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -209,6 +210,8 @@ class DistributedDataFrame:
     def __init__(self, dctx: DistributedContext, df: DataFrame):
         self._dctx = dctx
         self._df = df
+        self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
+        self._runs_lock = threading.Lock()
         self.metrics: QueryMetrics | None = None  # of the last run, once it has ended
 
     @property
@@ -259,12 +262,34 @@ class DistributedDataFrame:
             task_attempts=self._dctx.config.task_attempts,
             handlers=handlers,
         )
-        stream = run.execute()
+        stream = self._cancellable(run)
         try:
             with contextlib.closing(stream):
                 yield from stream
         finally:
             self.metrics = run.metrics
+
+    def cancel(self) -> bool:
+        """Stop every execution of this DataFrame in progress (safe from any thread).
+
+        Each raises `QueryCancelled` in the thread running it, within a fraction of a second
+        while it waits for tasks, and its tasks on the workers stop at their next batch and
+        have their spool data deleted. Returns whether anything was running."""
+        with self._runs_lock:
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel_scope.cancel()
+        return bool(runs)
+
+    def _cancellable(self, run: QueryRun) -> Iterator[pa.RecordBatch]:
+        run.cancel_scope.start(self._dctx.config.query_timeout)
+        with self._runs_lock:
+            self._runs.add(run)
+        try:
+            yield from run.execute()
+        finally:
+            with self._runs_lock:
+                self._runs.discard(run)
 
     def collect(self, progress: bool | None = None) -> list[pa.RecordBatch]:
         return list(self.execute_stream(progress))

@@ -27,6 +27,7 @@ from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnre
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
 from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partitions
+from .cancellation import POLL_SECONDS, CancelScope
 from .gather import restore_names
 from .inputs import exchange_schema, input_groups, needs_single_task
 
@@ -74,6 +75,7 @@ class QueryRun:
         self.results: dict[int, list[TaskResult]] = {}
         self.placement: dict[int, list[str]] = {}  # stage -> worker URL of each task
         self.stage_seconds: dict[int, float] = {}
+        self.cancel_scope = CancelScope()  # cancel() from any thread; a timeout via start()
 
     # -- building task messages -------------------------------------------------------------
     def _tasks(self, stage: Stage) -> tuple[TaskPlan, ...]:
@@ -151,7 +153,8 @@ class QueryRun:
                             running.update(new)
                     if not running:
                         raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                    self.cancel_scope.check()
                     for future in done:
                         stage, index = running.pop(future)
                         worker = self.placement[stage.id][index]
@@ -173,6 +176,8 @@ class QueryRun:
             finally:
                 for future in running:
                     future.cancel()
+                if running:  # stopped early (cancelled, failed): stop the tasks still running
+                    self.cancel_remote()
 
     def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
         """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
@@ -244,7 +249,7 @@ class QueryRun:
         resolved = self._head_inputs(task, scratch)
         ctx = task_session(self.session_builder)
         physical = prepare_task_plan(ctx, task.plan, resolved)
-        yield from stream_partitions(ctx, physical)
+        yield from stream_partitions(ctx, physical, check=self.cancel_scope.check)
 
     def _fetch(self, location: FileLocation, scratch: str):
         path = os.path.join(
@@ -273,6 +278,7 @@ class QueryRun:
                 ticket = Ticket(self.query_id, final.id, task, part.partition)
                 try:
                     for batch in self.clients.get(worker).stream(ticket):
+                        self.cancel_scope.check()
                         yield restore_names(batch, schema)
                 except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                     raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
@@ -292,11 +298,18 @@ class QueryRun:
             self.release()
 
     def release(self) -> None:
-        """Delete this query's data on every worker; unreachable workers are left to their TTL sweep."""
+        """Delete this query's data on every worker; unreachable workers are left to their TTL sweep.
+
+        Sent as `cancel`, which also stops any task of the query still running (after an error,
+        a cancellation or an early close) and refuses late ones."""
+        self.cancel_remote()
+
+    def cancel_remote(self) -> None:
+        """Tell every live worker to stop this query's tasks and delete its data."""
         for url in dict.fromkeys(self.workers):
             if url in self.dead:
                 continue  # its spool is swept by its TTL if it comes back
             try:
-                self.clients.get(url).release(self.query_id)
+                self.clients.get(url).cancel(self.query_id)
             except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                 log.warning("could not release query %s on %s: %s", self.query_id, url, exc)

@@ -150,17 +150,25 @@ _DONE = object()
 
 
 def stream_partitions(
-    ctx: SessionContext, plan: ExecutionPlan, buffered: int = 4
+    ctx: SessionContext,
+    plan: ExecutionPlan,
+    buffered: int = 4,
+    *,
+    check: Callable[[], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream every partition of `plan` at once, as DataFusion itself does.
 
     Partitions of one plan can depend on each other (a CollectLeft join's partitions wait for
     all of them to finish building), so reading them one after another may never end. A
-    bounded queue keeps memory in check; closing the iterator stops the producers.
+    bounded queue keeps memory in check; closing the iterator stops the producers. `check` is
+    called before every batch and while waiting for one (it raises to stop the stream).
     """
     count = plan.partition_count
     if count == 1:
-        yield from stream_partition(ctx, plan, 0)
+        for batch in stream_partition(ctx, plan, 0):
+            if check is not None:
+                check()
+            yield batch
         return
     items: queue.Queue = queue.Queue(maxsize=buffered * max(count, 1))
     stop = threading.Event()
@@ -191,7 +199,12 @@ def stream_partitions(
     try:
         finished = 0
         while finished < count:
-            item = items.get()
+            if check is not None:
+                check()
+            try:
+                item = items.get(timeout=0.1)
+            except queue.Empty:
+                continue
             if item is _DONE:
                 finished += 1
             elif isinstance(item, BaseException):
