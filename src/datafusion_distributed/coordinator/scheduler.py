@@ -22,7 +22,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 import pyarrow as pa
 
 from ..distributed_planner.planner import single_task
+from ..events.handlers import HandlerChain, RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..metrics.collector import QueryCollector
+from ..metrics.query_metrics import COORDINATOR
+from ..metrics.recorder import TaskRecorder
 from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
@@ -60,6 +64,7 @@ class QueryRun:
         compression: str | None = "lz4",
         session_builder: SessionBuilder | None = None,
         task_attempts: int = 3,
+        handlers: HandlerChain | None = None,
     ):
         if not workers:
             raise ValueError("no workers to run the query on")
@@ -76,6 +81,10 @@ class QueryRun:
         self.placement: dict[int, list[str]] = {}  # stage -> worker URL of each task
         self.stage_seconds: dict[int, float] = {}
         self.cancel_scope = CancelScope()  # cancel() from any thread; a timeout via start()
+        self.handlers = handlers or HandlerChain()
+        self.events = QueryCollector(self.query_id, self.handlers)  # lifecycle events and metrics
+        self.metrics = self.events.metrics
+        self._head_recorder: TaskRecorder | None = None
 
     # -- building task messages -------------------------------------------------------------
     def _tasks(self, stage: Stage) -> tuple[TaskPlan, ...]:
@@ -109,7 +118,8 @@ class QueryRun:
         live = [w for w in self.workers if w not in self.dead]
         if not live:
             raise QueryFailed(f"every worker is unreachable: {', '.join(self.workers)}")
-        return live[(stage.id + task + attempt) % len(live)]
+        request = RoutingRequest(stage, task, attempt, tuple(live), self.query_id)
+        return self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
 
     # -- running stages ---------------------------------------------------------------------
     def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
@@ -128,7 +138,8 @@ class QueryRun:
     def _start_stage(self, stage: Stage, pool: ThreadPoolExecutor) -> dict[Future, tuple[Stage, int]]:
         tasks = self.tasks_run[stage.id] = self._tasks(stage)
         self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
-        log.info("stage %d: %d task(s) started", stage.id, len(tasks))
+        log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
+        self.events.stage_started(stage.id, self.placement[stage.id])
         return {
             pool.submit(self._run_task, stage, t, self.placement[stage.id][t.index]): (stage, t.index)
             for t in tasks
@@ -159,17 +170,19 @@ class QueryRun:
                         stage, index = running.pop(future)
                         worker = self.placement[stage.id][index]
                         try:
-                            partial[stage.id][index] = result = future.result()
+                            result = future.result()
                         except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
                             attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+                            self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
                             self._recover(stage, index, worker, exc, attempt)
                             task = self.tasks_run[stage.id][index]
                             retry = self._worker_for(stage, index, attempt)
                             self.placement[stage.id][index] = retry
+                            self.events.task_started(stage.id, index, retry, attempt)
                             running[pool.submit(self._run_task, stage, task, retry, attempt)] = (stage, index)
                             continue
-                        log.debug(
-                            "stage %d task %d done on %s (%.3fs)", stage.id, index, worker, result.seconds
+                        partial[stage.id][index] = result = self.events.task_finished(
+                            stage.id, index, worker, attempts.get((stage.id, index), 0), result
                         )
                         if all(r is not None for r in partial[stage.id]):
                             self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
@@ -186,6 +199,7 @@ class QueryRun:
             tried = f" after {attempt} attempts" if lost else ""
             raise QueryFailed(f"stage {stage.id} task {index} on {worker} failed{tried}: {exc}") from exc
         self.dead.add(lost)
+        self.events.worker_unreachable(lost, exc)
         log.warning(
             "worker %s lost; retrying stage %d task %d (attempt %d)", lost, stage.id, index, attempt + 1
         )
@@ -220,7 +234,16 @@ class QueryRun:
         self.results[stage.id] = results
         self.stage_seconds[stage.id] = time.perf_counter() - started
         rows = sum(p.rows for r in results for p in r.partitions)
-        log.info("stage %d: done in %.3fs, %d rows", stage.id, self.stage_seconds[stage.id], rows)
+        written = sum(p.bytes for r in results for p in r.partitions)
+        log.info(
+            "stage %d: %d task(s) done in %.3fs, %d rows, %d bytes written",
+            stage.id,
+            len(results),
+            self.stage_seconds[stage.id],
+            rows,
+            written,
+        )
+        self.events.stage_finished(stage.id, results, self.stage_seconds[stage.id], self.placement[stage.id])
 
     # -- the result ---------------------------------------------------------------------------
     def _head_inputs(self, task: TaskPlan, scratch: str) -> list[ResolvedInput]:
@@ -246,18 +269,29 @@ class QueryRun:
     def _head(self, scratch: str) -> Iterator[pa.RecordBatch]:
         """Run a single-task final stage here, over its inputs fetched from the workers."""
         task = self._tasks(self.plan.final)[0]
+        self.events.stage_started(self.plan.final.id, [COORDINATOR])
+        self._head_recorder = recorder = TaskRecorder(COORDINATOR, self._task_inputs(self.plan.final, task))
         resolved = self._head_inputs(task, scratch)
         ctx = task_session(self.session_builder)
         physical = prepare_task_plan(ctx, task.plan, resolved)
-        yield from stream_partitions(ctx, physical, check=self.cancel_scope.check)
+        rows = 0
+        try:
+            for batch in stream_partitions(ctx, physical, check=self.cancel_scope.check):
+                rows += batch.num_rows
+                yield batch
+        finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far
+            self.events.head_finished(self.plan.final.id, rows, recorder.finish(physical))
 
     def _fetch(self, location: FileLocation, scratch: str):
         path = os.path.join(
             scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )
         ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
+        started = time.perf_counter()
         try:
             self.clients.get(location.worker).fetch_to_file(ticket, path)
+            if self._head_recorder is not None:
+                self._head_recorder.record(location, remote=True, start=started)
         except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
             raise QueryFailed(
                 f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
@@ -286,6 +320,7 @@ class QueryRun:
     def execute(self) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; release every worker's spool data at the end."""
         scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
+        self.events.query_started(len(self.plan.stages))
         try:
             self.run_stages(self.plan.stages[:-1])
             if len(self._tasks(self.plan.final)) == 1:
@@ -293,6 +328,13 @@ class QueryRun:
             else:
                 self.run_stages([self.plan.final])
                 yield from self._gather()
+            self.events.query_finished()
+        except BaseException as exc:
+            if isinstance(exc, GeneratorExit):  # the reader stopped early: the query is done
+                self.events.query_finished()
+            else:
+                self.events.query_failed(exc)
+            raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             self.release()

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from datafusion.plan import ExecutionPlan
@@ -19,6 +18,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
 from ..codec.fields import INPUT_MARKER
 from ..codec.wire import encode_len_field
+from ..events.handlers import HandlerChain, TaskCountRequest
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
 from .boundaries import boundary_kind, split_hazard, whole_children
@@ -83,9 +83,9 @@ def _scanned_bytes(scan: PlanNode) -> int:
     return sum(f.bytes_read for group in file_groups(scan.raw) for f in group)
 
 
-def _assign_task_counts(fragment: _Fragment, config: PlannerConfig) -> None:
+def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: HandlerChain) -> None:
     for edge in fragment.edges:
-        _assign_task_counts(edge.fragment, config)
+        _assign_task_counts(edge.fragment, config, handlers)
     split_scans = [scan for scan, whole in fragment.scans if not whole]
     split_edges = [edge for edge in fragment.edges if not edge.whole]
     units = [scan.partitions for scan in split_scans] + [_edge_units(e) for e in split_edges]
@@ -95,16 +95,22 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig) -> None:
     if not units:
         fragment.tasks, fragment.reason = 1, "nothing to split: every input is read whole"
         return
-    desired = 1
-    if split_scans:
-        scanned = sum(_scanned_bytes(s) for s in split_scans)
-        desired = math.ceil(scanned / config.bytes_per_partition / config.partitions_per_task)
     shuffles = [e.fragment.tasks for e in split_edges if e.fragment.kind is BoundaryKind.SHUFFLE]
-    if shuffles:
-        desired = max(desired, math.ceil(max(shuffles) * config.cardinality_factor))
-    fragment.tasks = max(1, min(desired, config.task_cap, min(units)))
-    limits = {"desired": desired, "workers/cap": config.task_cap, "splittable partitions": min(units)}
+    request = TaskCountRequest(
+        fragment.root,
+        sum(_scanned_bytes(s) for s in split_scans),
+        tuple(shuffles),
+        min(units),
+        config.workers,
+        config,
+    )
+    count, handler = handlers.task_count(request)  # events.defaults.ScanSizeTaskCount unless a user answers
+    cap = config.task_cap if count.maximum is None else count.maximum
+    fragment.tasks = max(1, min(count.desired, cap, min(units)))
+    limits = {"desired": count.desired, "workers/cap": cap, "splittable partitions": min(units)}
     fragment.reason = ", ".join(f"{k}={v}" for k, v in limits.items())
+    if handler in handlers.user:
+        fragment.reason += f" (by {type(handler).__name__})"
 
 
 def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
@@ -239,14 +245,17 @@ def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
     )
 
 
-def plan_stages(plan: ExecutionPlan | PlanNode, config: PlannerConfig) -> DistributedPlan:
-    """Cut a physical plan into stages of tasks (see the module docstring)."""
+def plan_stages(
+    plan: ExecutionPlan | PlanNode, config: PlannerConfig, handlers: HandlerChain | None = None
+) -> DistributedPlan:
+    """Cut a physical plan into stages of tasks (see the module docstring); `handlers` may
+    choose task counts (see `events`)."""
     root = plan if isinstance(plan, PlanNode) else PlanNode.from_plan(plan)
     final = _Fragment(root=root, kind=None)
     # The root itself may be a boundary (a final sort-preserving merge): then the final stage
     # is just that merge over its producers' outputs.
     _collect(final, root, whole=False, is_root=False)
-    _assign_task_counts(final, config)
+    _assign_task_counts(final, config, HandlerChain.of(handlers))
     _fold_boundaries(final, config)
     stages: list[Stage] = []
     _build_stages(final, stages)

@@ -112,9 +112,26 @@ def _input_label(stage_input: StageInput) -> str:
     )
 
 
+class Annotations:
+    """Extra text for a rendered plan (EXPLAIN ANALYZE adds metrics this way); by default none."""
+
+    def header(self, stage: Stage) -> list[str]:
+        """Lines under a stage's header line."""
+        return []
+
+    def node(self, stage: Stage, node: PlanNode) -> str:
+        """Text after a node's line."""
+        return ""
+
+    def input(self, stage: Stage, stage_input: StageInput) -> str:
+        """Text after an input's line."""
+        return ""
+
+
 class _StageRenderer:
-    def __init__(self, stage: Stage):
+    def __init__(self, stage: Stage, annotations: Annotations | None = None):
         self.stage = stage
+        self.annotations = annotations or Annotations()
         self.pending_inputs = list(stage.inputs)
         # Per scan of the stage's tasks: its files for each task, matched to scan nodes below.
         self.scan_entries = [
@@ -126,22 +143,25 @@ class _StageRenderer:
     def render(self) -> list[str]:
         self._node(self.stage.root, depth=0, whole=False)
         for stage_input in self.pending_inputs:  # not found in the tree: still show it
-            self.lines.append(_input_label(stage_input) + " (boundary not found in the stage)")
+            self._emit(0, _input_label(stage_input) + " (boundary not found in the stage)")
         return self.lines
 
-    def _emit(self, depth: int, text: str) -> None:
-        self.lines.append(INDENT * depth + text)
+    def _emit(self, depth: int, text: str, suffix: str = "") -> None:
+        # the plan's own text is cut to the line width; annotations after it are kept whole
+        line = _truncate(INDENT * depth + text, MAX_LINE - len("│ "))
+        self.lines.append(line + (", " + suffix if suffix else ""))
 
     def _node(self, node: PlanNode, depth: int, whole: bool) -> None:
         if self.pending_inputs and self.pending_inputs[0].boundary == node.raw:
             stage_input = self.pending_inputs.pop(0)
+            annotate = self.annotations
             if stage_input.kind is BoundaryKind.SHUFFLE:
-                self._emit(depth, _input_label(stage_input))
+                self._emit(depth, _input_label(stage_input), annotate.input(self.stage, stage_input))
             else:  # the coalesce or merge runs in this stage too, over the input
-                self._emit(depth, node_label(node))
-                self._emit(depth + 1, _input_label(stage_input))
+                self._emit(depth, node_label(node), annotate.node(self.stage, node))
+                self._emit(depth + 1, _input_label(stage_input), annotate.input(self.stage, stage_input))
             return
-        self._emit(depth, node_label(node))
+        self._emit(depth, node_label(node), self.annotations.node(self.stage, node))
         if scan_kind(node.raw) is not None:
             self._scan_files(node, depth + 1, whole)
             return
@@ -176,7 +196,7 @@ class _StageRenderer:
             self._emit(depth, line)
 
 
-def display_stage(stage: Stage) -> str:
+def display_stage(stage: Stage, annotations: Annotations | None = None) -> str:
     """One stage as a box of text lines."""
     output = stage.output.value if stage.output is not None else "result"
     header = (
@@ -186,11 +206,14 @@ def display_stage(stage: Stage) -> str:
     lines = [header]
     if stage.reason:
         lines.append(f"│ tasks: {stage.reason}")
-    lines.extend(_truncate("│ " + line) for line in _StageRenderer(stage).render())
+    if annotations is not None:
+        lines.extend(f"│ {line}" for line in annotations.header(stage))
+    lines.extend("│ " + line for line in _StageRenderer(stage, annotations).render())
     lines.append(f"└{RULE}")
     return "\n".join(lines)
 
 
-def display_distributed_plan(plan: DistributedPlan) -> str:
-    """The whole plan, final stage first, each stage followed by the stages it reads."""
-    return "\n".join(display_stage(stage) for stage in reversed(plan.stages)) + "\n"
+def display_distributed_plan(plan: DistributedPlan, annotations: Annotations | None = None) -> str:
+    """The whole plan, final stage first, each stage followed by the stages it reads;
+    `annotations` add text to it (metrics, for EXPLAIN ANALYZE)."""
+    return "\n".join(display_stage(stage, annotations) for stage in reversed(plan.stages)) + "\n"

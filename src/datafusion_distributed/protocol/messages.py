@@ -13,12 +13,15 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
+
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_PLAN_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {"shuffle", "coalesce", "merge"}
+_OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
 
 
 class ProtocolError(ValueError):
@@ -113,6 +116,7 @@ class TaskResult:
     schema: bytes | None
     seconds: float
     fetched_bytes: int
+    metrics: TaskMetrics | None = None  # optional: a worker may leave it out
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ def _load(data: bytes, expected: set[str]) -> dict:
     )
     unknown = set(body) - expected
     _check(not unknown, f"unknown fields {sorted(unknown)}")
-    missing = expected - set(body) - {"compression"}
+    missing = expected - set(body) - _OPTIONAL
     _check(not missing, f"missing fields {sorted(missing)}")
     return body
 
@@ -226,11 +230,18 @@ def decode_task_result(data: bytes) -> TaskResult:
         )
     seconds = body["seconds"]
     _check(isinstance(seconds, (int, float)), "seconds must be a number")
+    metrics = body.get("metrics")
+    if metrics is not None:
+        try:
+            metrics = decode_task_metrics(metrics)
+        except MetricsError as exc:
+            raise ProtocolError(f"metrics: {exc}") from exc
     return TaskResult(
         tuple(parts),
         _opt_bytes(body["schema"], "schema"),
         float(seconds),
         _int(body["fetched_bytes"], "fetched_bytes", high=1 << 62),
+        metrics,
     )
 
 

@@ -8,13 +8,17 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from .. import __version__
 from ..codec import ScannedFile
+from ..events.handlers import HandlerChain, PlanRewriteRequest
+from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
 from ..protocol.flight import ClientPool
 from ..protocol.messages import (
@@ -55,6 +59,7 @@ class FlightWorker(flight.FlightServerBase):
             (default: `tls_cert` itself, right for one self-signed certificate).
         spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
         memory_limit_bytes: DataFusion memory pool of each task (a fair spill pool).
+        handlers: event handlers whose `rewrite_plan` may replace a task's plan before it runs.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class FlightWorker(flight.FlightServerBase):
         tls_root_certs: str | bytes | None = None,
         spool_quota_bytes: int | None = None,
         memory_limit_bytes: int | None = None,
+        handlers: Sequence[Any] | None = None,
     ):
         auth_token = auth_token or token_from_env()
         if auth_token is None and not insecure_no_auth:
@@ -101,6 +107,7 @@ class FlightWorker(flight.FlightServerBase):
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
         self._cancelled = Cancellations(spool_ttl)
         self._session_builder = session_builder
+        self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
             timeout=fetch_timeout,
             task_timeout=fetch_timeout,
@@ -185,14 +192,14 @@ class FlightWorker(flight.FlightServerBase):
         size = self._clients.get(location.worker).fetch_to_file(ticket, dest)
         return local_file(dest), size
 
-    def _resolve_inputs(self, message: RunTask) -> tuple[list[ResolvedInput], int]:
+    def _resolve_inputs(self, message: RunTask, recorder: TaskRecorder) -> tuple[list[ResolvedInput], int]:
         folder = self.spool.inputs_dir(message.query_id, message.stage, message.task, message.attempt)
         locations = [loc for inp in message.inputs for group in (inp.groups or ()) for loc in group]
         with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="fetch") as pool:
             located = dict(
                 zip(
                     locations,
-                    pool.map(lambda loc: self._locate(message, loc, folder), locations),
+                    pool.map(lambda loc: recorder.read(loc, self._locate, message, loc, folder), locations),
                     strict=True,
                 )
             )
@@ -216,9 +223,15 @@ class FlightWorker(flight.FlightServerBase):
         cancelled = functools.partial(self._cancelled.is_cancelled, query_id)
         try:
             self._cancelled.check(query_id)
-            inputs, fetched = self._resolve_inputs(message)
+            recorder = TaskRecorder(message.worker, message.inputs)
+            inputs, fetched = self._resolve_inputs(message, recorder)
             ctx = task_session(self._session_builder, self.memory_limit_bytes)
             plan = prepare_task_plan(ctx, message.plan, inputs)
+            plan = self._handlers.rewrite_plan(
+                PlanRewriteRequest(
+                    message.query_id, message.stage, message.task, message.attempt, plan, ctx, message.worker
+                )
+            )
             output = write_task_outputs(
                 ctx,
                 plan,
@@ -242,6 +255,7 @@ class FlightWorker(flight.FlightServerBase):
             schema=output.schema,
             seconds=time.perf_counter() - started,
             fetched_bytes=fetched,
+            metrics=recorder.finish(plan),
         )
 
     def _describe(self, exc: Exception) -> str:

@@ -1,0 +1,225 @@
+"""The handler chain: the one extension point for task counts, task routing, worker-side plan
+rewrites and lifecycle notifications.
+
+A handler is any object with some of the methods of `DistributedHandler`. For a decision
+(`task_count`, `route_task`, `rewrite_plan`) the chain asks the user's handlers in order, then
+the built-in ones (`events.defaults`); the first answer that is not None wins. Notifications
+(`on_event`) go to every handler, in the same order; a handler that raises is logged and
+skipped, so observing a query can never fail it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datafusion import SessionContext
+    from datafusion.plan import ExecutionPlan
+
+    from ..execution_plans.plan_node import PlanNode
+    from ..execution_plans.stage import Stage
+
+log = logging.getLogger("datafusion_distributed.events")
+
+
+@dataclass(frozen=True)
+class TaskCountRequest:
+    """What the planner knows about a stage when it picks the stage's task count.
+
+    Attributes:
+        root: the stage's top plan node (its subtree is the stage, inputs included).
+        scanned_bytes: bytes the stage's split file scans read (0 when it scans nothing).
+        input_tasks: task counts of the shuffle stages this stage reads and splits.
+        splittable_partitions: the most tasks the stage can be split into.
+        workers: workers in the cluster.
+        config: the `PlannerConfig` in use.
+    """
+
+    root: PlanNode
+    scanned_bytes: int
+    input_tasks: tuple[int, ...]
+    splittable_partitions: int
+    workers: int
+    config: Any
+
+
+@dataclass(frozen=True)
+class TaskCount:
+    """A stage's task count: `desired` is a wish (still bounded by `maximum` and by the
+    partitions the stage can split); `maximum` is a hard cap (None: the workers, or
+    `max_tasks_per_stage`)."""
+
+    desired: int
+    maximum: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.desired < 1:
+            raise ValueError("a stage needs at least one task (desired >= 1)")
+        if self.maximum is not None and self.maximum < 1:
+            raise ValueError("maximum must be at least 1 (or None)")
+
+
+@dataclass(frozen=True)
+class RoutingRequest:
+    """Which worker should run task `task` of `stage` (attempt `attempt`, 0 for the first).
+
+    `workers` are the live workers, in the resolver's order; an answer that is not one of them
+    is ignored (the next handler is asked)."""
+
+    stage: Stage
+    task: int
+    attempt: int
+    workers: tuple[str, ...]
+    query_id: str
+
+
+@dataclass(frozen=True)
+class PlanRewriteRequest:
+    """A task's plan on the worker, just before it runs (its inputs already spliced in).
+
+    A handler may return a replacement: an `ExecutionPlan` or plan bytes (rebuilt with `ctx`).
+    """
+
+    query_id: str
+    stage: int
+    task: int
+    attempt: int
+    plan: ExecutionPlan
+    ctx: SessionContext
+    worker: str
+
+    @property
+    def plan_bytes(self) -> bytes:
+        """The plan serialised (made on demand: most handlers never look)."""
+        return self.plan.to_bytes()
+
+
+class EventKind(str, enum.Enum):
+    QUERY_STARTED = "query_started"
+    QUERY_FINISHED = "query_finished"
+    QUERY_FAILED = "query_failed"
+    STAGE_STARTED = "stage_started"
+    STAGE_FINISHED = "stage_finished"
+    TASK_STARTED = "task_started"
+    TASK_FINISHED = "task_finished"
+    TASK_FAILED = "task_failed"
+    WORKER_UNREACHABLE = "worker_unreachable"
+
+
+@dataclass(frozen=True)
+class Event:
+    """A lifecycle notification.
+
+    Attributes:
+        kind: what happened.
+        query_id: the query it belongs to.
+        stage, task, attempt: where (None for query events).
+        worker: the worker involved (a task's worker, or the unreachable one).
+        tasks: for stage_started, the stage's task count; for query_started, the stage count.
+        metrics: task_finished: the task's `TaskReport`; stage_finished: the `StageMetrics`;
+            query_finished: the `QueryMetrics`.
+        error: the exception, for failures.
+        at: `time.time()` when it happened.
+    """
+
+    kind: EventKind
+    query_id: str
+    stage: int | None = None
+    task: int | None = None
+    attempt: int | None = None
+    worker: str | None = None
+    tasks: int | None = None
+    metrics: Any = None
+    error: BaseException | None = None
+    at: float = field(default_factory=time.time)
+
+
+class DistributedHandler:
+    """Base class of handlers: every method answers None ("no opinion") or does nothing.
+
+    Subclass it and override what you need; any object with some of these methods works too.
+    """
+
+    def task_count(self, request: TaskCountRequest) -> TaskCount | None:
+        return None
+
+    def route_task(self, request: RoutingRequest) -> str | None:
+        return None
+
+    def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan | bytes | None:
+        return None
+
+    def on_event(self, event: Event) -> None:
+        return None
+
+
+class HandlerChain:
+    """User handlers followed by the built-in ones; first answer wins, every handler is told."""
+
+    def __init__(self, handlers: Iterable[Any] = (), defaults: Iterable[Any] | None = None):
+        from .defaults import DEFAULT_HANDLERS
+
+        self.user: tuple[Any, ...] = tuple(handlers)
+        self.handlers: tuple[Any, ...] = self.user + tuple(DEFAULT_HANDLERS if defaults is None else defaults)
+
+    @classmethod
+    def of(cls, handlers: HandlerChain | Sequence[Any] | None) -> HandlerChain:
+        if isinstance(handlers, HandlerChain):
+            return handlers
+        return cls(handlers or ())
+
+    def with_handlers(self, extra: Iterable[Any]) -> HandlerChain:
+        """This chain with `extra` user handlers after the existing user handlers."""
+        return HandlerChain(self.user + tuple(extra), defaults=self.handlers[len(self.user) :])
+
+    def first(self, method: str, request: Any, accept=None) -> tuple[Any, Any]:
+        """The first non-None answer of `handler.method(request)` (and its handler) that
+        `accept(answer)` allows; (None, None) when nobody answers."""
+        for handler in self.handlers:
+            fn = getattr(handler, method, None)
+            if fn is None:
+                continue
+            answer = fn(request)
+            if answer is not None and (accept is None or accept(answer)):
+                return answer, handler
+        return None, None
+
+    def task_count(self, request: TaskCountRequest) -> tuple[TaskCount, Any]:
+        answer, handler = self.first("task_count", request)
+        if not isinstance(answer, TaskCount):
+            raise TypeError(f"task_count handlers must return TaskCount or None, got {answer!r}")
+        return answer, handler
+
+    def route_task(self, request: RoutingRequest) -> str:
+        answer, _ = self.first("route_task", request, accept=lambda url: url in request.workers)
+        if answer is None:
+            raise ValueError(f"no handler routed stage {request.stage.id} task {request.task}")
+        return answer
+
+    def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan:
+        """The task's plan after the first handler that rewrites it (unchanged when none does)."""
+        from datafusion.plan import ExecutionPlan
+
+        answer, handler = self.first("rewrite_plan", request)
+        if answer is None:
+            return request.plan
+        if isinstance(answer, (bytes, bytearray)):
+            return ExecutionPlan.from_bytes(request.ctx, bytes(answer))
+        if isinstance(answer, ExecutionPlan):
+            return answer
+        raise TypeError(f"{type(handler).__name__}.rewrite_plan returned {type(answer).__name__}")
+
+    def notify(self, event: Event) -> None:
+        for handler in self.handlers:
+            fn = getattr(handler, "on_event", None)
+            if fn is None:
+                continue
+            try:
+                fn(event)
+            except Exception:  # an observer must never fail the query
+                log.exception("%s.on_event(%s) failed", type(handler).__name__, event.kind.value)

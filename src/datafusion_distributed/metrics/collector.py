@@ -1,0 +1,120 @@
+"""The scheduler's observer: it turns what happens to a query into lifecycle events for the
+handler chain and into the query's metrics (QueryMetrics).
+
+Every call comes from the thread that drives the query, so handlers see events in the order
+they happened: query started, then for each stage: stage started, its tasks started and
+finished (or failed), stage finished; and last query finished or failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from ..events.handlers import Event, EventKind, HandlerChain
+from .query_metrics import COORDINATOR, QueryMetrics, StageMetrics, TaskReport
+from .task_metrics import TaskMetrics
+
+log = logging.getLogger("datafusion_distributed.coordinator")
+
+
+class QueryCollector:
+    def __init__(self, query_id: str, handlers: HandlerChain | None = None):
+        self.query_id = query_id
+        self.handlers = handlers or HandlerChain()
+        self.metrics = QueryMetrics(query_id)
+        self._dispatched: dict[tuple[int, int], float] = {}
+        self._started = time.perf_counter()
+        self._ended = False
+
+    def _emit(self, kind: EventKind, **fields: Any) -> None:
+        self.handlers.notify(Event(kind, self.query_id, **fields))
+
+    # -- query ----------------------------------------------------------------------------
+    def query_started(self, stages: int) -> None:
+        self._started = time.perf_counter()
+        self._emit(EventKind.QUERY_STARTED, tasks=stages)
+
+    def query_finished(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self.metrics.seconds = time.perf_counter() - self._started
+        self.metrics.finished = True
+        self._emit(EventKind.QUERY_FINISHED, metrics=self.metrics)
+
+    def query_failed(self, error: BaseException) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self.metrics.seconds = time.perf_counter() - self._started
+        self._emit(EventKind.QUERY_FAILED, metrics=self.metrics, error=error)
+
+    # -- stages ---------------------------------------------------------------------------
+    def stage_started(self, stage: int, workers: list[str]) -> None:
+        self.metrics.stages[stage] = StageMetrics(stage, [])
+        self._emit(EventKind.STAGE_STARTED, stage=stage, tasks=len(workers))
+        for task, worker in enumerate(workers):
+            self.task_started(stage, task, worker, 0)
+
+    def stage_finished(self, stage: int, results: list, seconds: float, workers: list[str]) -> None:
+        reports = [
+            TaskReport.of(stage, task, 0, worker, result)
+            for task, (worker, result) in enumerate(zip(workers, results, strict=True))
+        ]
+        metrics = self.metrics.stages.setdefault(stage, StageMetrics(stage, []))
+        # keep the attempt numbers the finished-task reports had
+        attempts = {r.task: r.attempt for r in metrics.tasks}
+        metrics.tasks = [dataclasses.replace(r, attempt=attempts.get(r.task, 0)) for r in reports]
+        metrics.seconds = seconds
+        self._emit(EventKind.STAGE_FINISHED, stage=stage, tasks=len(reports), metrics=metrics)
+
+    # -- tasks ----------------------------------------------------------------------------
+    def task_started(self, stage: int, task: int, worker: str, attempt: int) -> None:
+        self._dispatched[stage, task] = time.perf_counter()
+        self._emit(EventKind.TASK_STARTED, stage=stage, task=task, worker=worker, attempt=attempt)
+
+    def task_finished(self, stage: int, task: int, worker: str, attempt: int, result: Any) -> Any:
+        """The result with its queue time filled in (round trip minus the worker's wall time)."""
+        dispatched = self._dispatched.pop((stage, task), None)
+        metrics: TaskMetrics | None = getattr(result, "metrics", None)
+        if metrics is not None and dispatched is not None:
+            round_trip = time.perf_counter() - dispatched
+            metrics = dataclasses.replace(metrics, queue_seconds=max(0.0, round_trip - metrics.wall_seconds))
+            result = dataclasses.replace(result, metrics=metrics)
+        report = TaskReport.of(stage, task, attempt, worker, result)
+        stage_metrics = self.metrics.stages.setdefault(stage, StageMetrics(stage, []))
+        stage_metrics.tasks = [t for t in stage_metrics.tasks if t.task != task] + [report]
+        log.debug(
+            "stage %d task %d done on %s (%.3fs, %d rows, %d bytes written, %d bytes fetched)",
+            stage,
+            task,
+            worker,
+            result.seconds,
+            report.rows,
+            report.bytes,
+            result.fetched_bytes,
+        )
+        self._emit(
+            EventKind.TASK_FINISHED, stage=stage, task=task, worker=worker, attempt=attempt, metrics=report
+        )
+        return result
+
+    def task_failed(self, stage: int, task: int, worker: str, attempt: int, error: BaseException) -> None:
+        self._dispatched.pop((stage, task), None)
+        self._emit(EventKind.TASK_FAILED, stage=stage, task=task, worker=worker, attempt=attempt, error=error)
+
+    def worker_unreachable(self, worker: str, error: BaseException | None = None) -> None:
+        self._emit(EventKind.WORKER_UNREACHABLE, worker=worker, error=error)
+
+    # -- the head stage, run here -----------------------------------------------------------
+    def head_finished(self, stage: int, rows: int, metrics: TaskMetrics | None) -> None:
+        report = TaskReport(stage, 0, 0, COORDINATOR, rows, 0, (), metrics)
+        seconds = metrics.wall_seconds if metrics else 0.0
+        self.metrics.stages[stage] = StageMetrics(stage, [report], seconds)
+        self._emit(
+            EventKind.TASK_FINISHED, stage=stage, task=0, worker=COORDINATOR, attempt=0, metrics=report
+        )
+        self._emit(EventKind.STAGE_FINISHED, stage=stage, tasks=1, metrics=self.metrics.stages[stage])

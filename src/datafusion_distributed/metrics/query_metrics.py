@@ -1,0 +1,137 @@
+"""A query's metrics: every task's report, and their totals per stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .task_metrics import InputMetrics, NodeMetrics, TaskMetrics
+
+COORDINATOR = "coordinator"  # the `worker` of the head stage, which runs in the coordinator
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One finished task, as the coordinator saw it.
+
+    `rows`, `bytes` and `partitions` are what it wrote (per output partition: rows, bytes);
+    for the head stage, the rows it returned and no bytes."""
+
+    stage: int
+    task: int
+    attempt: int
+    worker: str
+    rows: int
+    bytes: int
+    partitions: tuple[tuple[int, int], ...]
+    metrics: TaskMetrics | None
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.metrics.wall_seconds if self.metrics else 0.0
+
+    @property
+    def queue_seconds(self) -> float:
+        return self.metrics.queue_seconds if self.metrics else 0.0
+
+    @property
+    def inputs(self) -> tuple[InputMetrics, ...]:
+        return self.metrics.inputs if self.metrics else ()
+
+    @classmethod
+    def of(cls, stage: int, task: int, attempt: int, worker: str, result) -> TaskReport:
+        """From a TaskResult."""
+        parts = tuple((p.rows, p.bytes) for p in result.partitions)
+        return cls(
+            stage,
+            task,
+            attempt,
+            worker,
+            sum(r for r, _ in parts),
+            sum(b for _, b in parts),
+            parts,
+            result.metrics,
+        )
+
+
+def merge_nodes(nodes: list[NodeMetrics | None]) -> NodeMetrics | None:
+    """Node metrics of several tasks of one stage summed node by node (their plans have one
+    shape; where they differ, the first task's shape wins and the others are left out there)."""
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        return None
+    first = nodes[0]
+    same = [n for n in nodes if n.name == first.name]
+    values: dict[str, int] = {}
+    for node in same:
+        for name, value in node.values.items():
+            values[name] = values.get(name, 0) + value
+    children = []
+    for i in range(len(first.children)):
+        merged = merge_nodes([n.children[i] for n in same if i < len(n.children)])
+        if merged is not None:
+            children.append(merged)
+    return NodeMetrics(first.name, values, tuple(children))
+
+
+@dataclass
+class StageMetrics:
+    """A stage's tasks (in task order) and their totals."""
+
+    stage: int
+    tasks: list[TaskReport]
+    seconds: float = 0.0  # from its first task's dispatch to its last task's answer
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tasks)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tasks)
+
+    @property
+    def fetched_bytes(self) -> int:
+        return sum(i.fetched_bytes for t in self.tasks for i in t.inputs)
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes of input files read, over the network or in place."""
+        return sum(i.bytes for t in self.tasks for i in t.inputs)
+
+    def input_totals(self, index: int) -> InputMetrics:
+        """Input `index` summed over the stage's tasks (fetch wall time: the longest)."""
+        mine = [i for t in self.tasks for i in t.inputs if i.index == index]
+        return InputMetrics(
+            index,
+            sum(i.fetched_bytes for i in mine),
+            sum(i.local_bytes for i in mine),
+            sum(i.files for i in mine),
+            sum(i.fetch_seconds for i in mine),
+            max((i.fetch_wall_seconds for i in mine), default=0.0),
+        )
+
+    @property
+    def plan(self) -> NodeMetrics | None:
+        return merge_nodes([t.metrics.plan if t.metrics else None for t in self.tasks])
+
+
+@dataclass
+class QueryMetrics:
+    """Every stage's metrics, filled in as the query runs; complete once it has finished."""
+
+    query_id: str
+    stages: dict[int, StageMetrics] = field(default_factory=dict)
+    seconds: float = 0.0
+    finished: bool = False
+
+    def stage(self, stage_id: int) -> StageMetrics | None:
+        return self.stages.get(stage_id)
+
+    @property
+    def rows_shuffled(self) -> int:
+        """Rows written by every stage that is not the final one."""
+        return sum(s.rows for sid, s in self.stages.items() if sid != max(self.stages, default=-1))
+
+    @property
+    def bytes_shuffled(self) -> int:
+        return sum(s.bytes for s in self.stages.values())
