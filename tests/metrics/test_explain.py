@@ -1,0 +1,77 @@
+"""EXPLAIN ANALYZE, verbose, Graphviz and Mermaid renderings of distributed plans."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
+
+CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=256 * 1024)
+
+
+@pytest.fixture(scope="module")
+def dctx(tpch_sf001):
+    ctx = SessionContext()
+    register_tpch(ctx, tpch_sf001)
+    with DistributedContext(ctx, config=CONFIG) as dctx:
+        yield dctx
+
+
+@pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
+def test_explain_analyze_renders_tpch(dctx, n):
+    df = dctx.sql(tpch_query(n))
+    text = df.explain_string(analyze=True)
+    plan = df.distributed_plan()
+    assert text.startswith("Query ")
+    for stage in plan.stages:
+        assert f"Stage {stage.id} " in text
+    # every stage ran and reports its totals; nodes carry metrics
+    assert text.count("│ metrics: ") == len(plan.stages)
+    assert "(stage did not run)" not in text
+    assert "metrics=[output_rows=" in text
+    # the final stage's rows are the result's rows
+    rows = len(df.to_pylist())
+    final = re.search(rf"Stage {plan.final.id} .*?\n(?:│ tasks:.*\n)?│ metrics: .*?output_rows=(\d+)", text)
+    assert final is not None and int(final.group(1)) == rows
+
+
+def test_verbose_shows_each_task(dctx):
+    df = dctx.sql("SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1")
+    text = df.explain_string(analyze=True, verbose=True)
+    plan = df.distributed_plan()
+    tasks = sum(len(df.metrics.stage(s.id).tasks) for s in plan.stages)
+    assert len(re.findall(r"│   task \d+ on ", text)) == tasks
+    assert "queue=" in text and "wall=" in text and "output_rows per task=[" in text
+
+
+def test_sql_explain_analyze(dctx):
+    table = dctx.sql("EXPLAIN ANALYZE SELECT count(*) FROM orders WHERE o_totalprice > 1000").to_pylist()
+    assert [r["plan_type"] for r in table] == ["Plan with Metrics"]
+    assert "metrics=[output_rows=" in table[0]["plan"]
+    verbose = dctx.sql("explain analyze verbose SELECT count(*) FROM orders").to_pylist()[0]["plan"]
+    assert " on grpc://" in verbose or " on coordinator" in verbose
+
+
+def test_graphviz_and_mermaid(dctx):
+    df = dctx.sql("SELECT o_orderpriority, count(*) FROM orders GROUP BY 1 ORDER BY 1")
+    plan = df.distributed_plan()
+    dot = df.explain_string(format="graphviz")
+    assert dot.startswith("digraph distributed_plan {") and dot.rstrip().endswith("}")
+    for stage in plan.stages:
+        assert f"subgraph cluster_stage_{stage.id} " in dot
+        for task in range(stage.task_count):
+            assert f"s{stage.id}_t{task} [" in dot
+        for inp in stage.inputs:
+            assert f"lhead=cluster_stage_{stage.id}" in dot and f"ltail=cluster_stage_{inp.producer}" in dot
+    mermaid = df.explain_string(format="mermaid")
+    assert mermaid.startswith("flowchart BT")
+    edges = sum(len(s.inputs) for s in plan.stages)
+    assert len(re.findall(r"stage\d+ -- \".*\" --> stage\d+", mermaid)) == edges
+    analyzed = df.explain_string(analyze=True, format="mermaid")
+    assert " rows, " in analyzed
+    with pytest.raises(ValueError, match="format"):
+        df.explain_string(format="svg")
