@@ -10,7 +10,13 @@ from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.metrics.query_metrics import COORDINATOR
-from datafusion_distributed.metrics.task_metrics import MAX_NODES, InputMetrics, NodeMetrics, TaskMetrics
+from datafusion_distributed.metrics.task_metrics import (
+    MAX_DEPTH,
+    MAX_NODES,
+    InputMetrics,
+    NodeMetrics,
+    TaskMetrics,
+)
 from datafusion_distributed.protocol.messages import (
     PartitionResult,
     ProtocolError,
@@ -145,4 +151,14 @@ def test_oversized_metrics_are_refused():
     body = json.loads(_result(None))
     body["metrics"] = {"worker": "w", "wall_seconds": 1, "plan": wide}
     with pytest.raises(ProtocolError, match="nodes"):
+        decode_task_result(json.dumps(body).encode())
+
+
+def test_deeply_nested_metrics_are_refused():
+    node: dict = {"name": "X", "values": {}, "children": []}
+    for _ in range(MAX_DEPTH + 1):
+        node = {"name": "X", "values": {}, "children": [node]}
+    body = json.loads(_result(None))
+    body["metrics"] = {"worker": "w", "wall_seconds": 1, "plan": node}
+    with pytest.raises(ProtocolError, match="nested"):
         decode_task_result(json.dumps(body).encode())

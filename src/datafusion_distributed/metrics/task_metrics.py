@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_NODES = 2048  # plan nodes reported per task; deeper plans are cut off
+MAX_NODES = 2048  # plan nodes reported per task; larger plans are cut off
+MAX_DEPTH = 200  # and nesting, well inside Python's recursion limit
 MAX_VALUES = 64  # metric names per node
 MAX_INPUTS = 1024
 MAX_NAME = 128
@@ -83,12 +84,13 @@ class TaskMetrics:
         return sum(i.fetched_bytes for i in self.inputs)
 
 
-def plan_metrics(plan: Any, budget: list[int] | None = None) -> NodeMetrics | None:
-    """DataFusion's metrics of every node of an executed `ExecutionPlan` (at most MAX_NODES).
+def plan_metrics(plan: Any, budget: list[int] | None = None, depth: int = 0) -> NodeMetrics | None:
+    """DataFusion's metrics of every node of an executed `ExecutionPlan` (at most MAX_NODES,
+    MAX_DEPTH deep).
 
     Works on a plan that stopped early (a LIMIT reached): nodes report what they did."""
     budget = [MAX_NODES] if budget is None else budget
-    if budget[0] <= 0:
+    if budget[0] <= 0 or depth > MAX_DEPTH:
         return None
     budget[0] -= 1
     line = plan.display().split("\n", 1)[0].strip()
@@ -106,7 +108,7 @@ def plan_metrics(plan: Any, budget: list[int] | None = None) -> NodeMetrics | No
                 values[name[:MAX_NAME]] = values.get(name[:MAX_NAME], 0) + value
     children = []
     for child in plan.children():
-        node = plan_metrics(child, budget)
+        node = plan_metrics(child, budget, depth + 1)
         if node is None:
             break
         children.append(node)
@@ -148,7 +150,7 @@ def _fields(raw: Any, names: set[str], what: str) -> dict:
 
 
 def _node(raw: Any, budget: list[int], depth: int) -> NodeMetrics:
-    _check(depth <= MAX_NODES, "plan metrics are nested too deeply")
+    _check(depth <= MAX_DEPTH, "plan metrics are nested too deeply")
     budget[0] -= 1
     _check(budget[0] >= 0, f"plan metrics have more than {MAX_NODES} nodes")
     raw = _fields(raw, {"name", "values", "children"}, "node metrics")
