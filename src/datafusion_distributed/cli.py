@@ -107,16 +107,21 @@ def run_sql(args: argparse.Namespace) -> int:
     elif os.environ.get("DATAFUSION_DISTRIBUTED_WORKERS"):
         workers = EnvResolver()
     config = DistributedConfig(tls_root_certs=args.tls_root_certs)
-    with DistributedContext(workers=workers, config=config) as dctx:
+    # the progress line goes to standard error, and only when that is a terminal
+    with DistributedContext(workers=workers, config=config, progress=args.progress) as dctx:
         for spec in args.table:
             _register_table(dctx, spec)
         df = dctx.sql(args.query)
-        if args.explain:
-            df.explain()
+        if args.explain or args.analyze:
+            df.explain(analyze=args.analyze, verbose=args.verbose, format=args.format)
             return 0
         started = time.perf_counter()
         table = df.to_arrow_table()
-        print(format_table(table))
+        if table.column_names == ["plan_type", "plan"]:  # EXPLAIN [ANALYZE]: print plans whole
+            for row in table.to_pylist():
+                print(row["plan"])
+        else:
+            print(format_table(table))
         print(f"{table.num_rows} row(s) in {time.perf_counter() - started:.3f}s", file=sys.stderr)
     return 0
 
@@ -164,6 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--workers", help="comma-separated worker URLs (default: embedded cluster)")
     sql.add_argument("--table", action="append", default=[], help="name=path (parquet/csv/json/arrow)")
     sql.add_argument("--explain", action="store_true", help="print the distributed plan instead")
+    sql.add_argument(
+        "--analyze", action="store_true", help="run the query and print its plan with metrics instead"
+    )
+    sql.add_argument("--verbose", action="store_true", help="with --analyze: every metric and every task")
+    sql.add_argument(
+        "--format", choices=["text", "graphviz", "mermaid"], default="text", help="plan format of --explain"
+    )
+    sql.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no live progress line (it is only drawn when standard error is a terminal)",
+    )
     sql.add_argument(
         "--tls-root-certs", help="PEM file of the CAs that signed grpc+tls:// workers' certificates"
     )
