@@ -21,6 +21,7 @@ MAX_PLAN_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {"shuffle", "coalesce", "merge"}
+_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://")
 _OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
 
 
@@ -59,6 +60,13 @@ def check_query_id(value: Any) -> str:
 
 def _str(value: Any, name: str, limit: int = 4096) -> str:
     _check(isinstance(value, str) and len(value) <= limit, f"{name} must be a string of at most {limit}")
+    return value
+
+
+def _url(value: Any, name: str) -> str:
+    """A worker URL: only Flight's gRPC schemes, so a message cannot send a worker elsewhere."""
+    _str(value, name, 1024)
+    _check(value.startswith(_SCHEMES), f"{name} must be a URL starting with {' or '.join(_SCHEMES)}")
     return value
 
 
@@ -152,6 +160,8 @@ def _load(data: bytes, expected: set[str]) -> dict:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"message is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ProtocolError("message is nested too deeply") from exc
     _check(isinstance(body, dict), "message must be a JSON object")
     version = body.pop("version", None)
     _check(
@@ -173,7 +183,7 @@ def _list(value: Any, name: str, limit: int = MAX_FILES) -> list:
 def _file_location(raw: Any) -> FileLocation:
     _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(FileLocation)}, "bad file location")
     return FileLocation(
-        worker=_str(raw["worker"], "worker"),
+        worker=_url(raw["worker"], "worker"),
         stage=_int(raw["stage"], "stage", high=1 << 20),
         task=_int(raw["task"], "task", high=1 << 20),
         partition=_int(raw["partition"], "partition", high=1 << 20),
@@ -184,7 +194,9 @@ def _file_location(raw: Any) -> FileLocation:
 
 def _task_input(raw: Any) -> TaskInput:
     _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(TaskInput)}, "bad task input")
-    _check(raw["kind"] in _KINDS, f"input kind must be one of {sorted(_KINDS)}")
+    _check(
+        isinstance(raw["kind"], str) and raw["kind"] in _KINDS, f"input kind must be one of {sorted(_KINDS)}"
+    )
     groups = raw["groups"]
     return TaskInput(
         marker=_bytes(raw["marker"], "marker", 1024),
@@ -209,7 +221,7 @@ def decode_run_task(data: bytes) -> RunTask:
         attempt=_int(body["attempt"], "attempt", high=1000),
         plan=_bytes(body["plan"], "plan"),
         inputs=tuple(_task_input(i) for i in _list(body["inputs"], "inputs", 1024)),
-        worker=_str(body["worker"], "worker"),
+        worker=_url(body["worker"], "worker"),
         compression=compression,
     )
 

@@ -184,7 +184,7 @@ class FlightWorker(flight.FlightServerBase):
             return local_file(location.path), 0
         self._cancelled.check(message.query_id)
         self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)
-        os.makedirs(folder, exist_ok=True)
+        self.spool.makedirs(folder)
         dest = os.path.join(
             folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )

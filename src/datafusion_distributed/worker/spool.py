@@ -87,12 +87,32 @@ class Spool:
                 del self._inputs[key]
 
     def remove_inputs(self, query_id: str, stage: int, task: int, attempt: int) -> None:
-        """Delete the inputs one task attempt fetched (read by that attempt only) and refund them."""
-        shutil.rmtree(self.inputs_dir(query_id, stage, task, attempt), ignore_errors=True)
+        """Delete the inputs one task attempt fetched (read by that attempt only) and refund them.
+
+        The query's `inputs` folder and the query's folder go too when that leaves them empty,
+        so a task that failed before writing anything leaves nothing behind."""
+        folder = self.inputs_dir(query_id, stage, task, attempt)
+        shutil.rmtree(folder, ignore_errors=True)
+        for empty in (os.path.dirname(folder), self.query_dir(query_id)):
+            try:
+                os.rmdir(empty)  # only ever removes an empty folder
+            except OSError:
+                break
         with self._lock:
             nbytes = self._inputs.pop((query_id, stage, task, attempt), 0)
             if query_id in self._used:
                 self._used[query_id] = max(0, self._used[query_id] - nbytes)
+
+    @staticmethod
+    def makedirs(path: str) -> None:
+        """`os.makedirs`, retried when a concurrent `remove_inputs` removes an empty parent."""
+        for _ in range(10):
+            try:
+                os.makedirs(path, exist_ok=True)
+                return
+            except FileNotFoundError:
+                continue
+        os.makedirs(path, exist_ok=True)
 
     def sweep(self, now: float | None = None) -> list[str]:
         """Remove query folders untouched for longer than the TTL; return their ids."""

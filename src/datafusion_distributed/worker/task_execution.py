@@ -273,7 +273,12 @@ def write_task_outputs(
     `cancelled` is asked before each batch is written (True stops the task with TaskCancelled);
     `on_write(n)` is told of `n` more bytes about to be written (it may raise to refuse them),
     and finally of the difference to the file's real size."""
-    os.makedirs(out_dir, exist_ok=True)
+    for _ in range(10):  # a worker removes empty query folders while other tasks start
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+            break
+        except FileNotFoundError:
+            continue
     options = pa.ipc.IpcWriteOptions(compression=compression)
     path_for = path_for or (lambda p: os.path.join(out_dir, f"part-{p}.arrow"))
     count = plan.partition_count
