@@ -114,6 +114,7 @@ class QueryCollector:
         report = TaskReport(stage, 0, 0, COORDINATOR, rows, 0, (), metrics)
         seconds = metrics.wall_seconds if metrics else 0.0
         self.metrics.stages[stage] = StageMetrics(stage, [report], seconds)
+        log.info("stage %d: done in the coordinator in %.3fs, %d rows", stage, seconds, rows)
         self._emit(
             EventKind.TASK_FINISHED, stage=stage, task=0, worker=COORDINATOR, attempt=0, metrics=report
         )
