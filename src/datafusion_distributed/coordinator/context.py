@@ -121,6 +121,7 @@ class DistributedContext:
             tls_root_certs=read_pem(self.config.tls_root_certs),
         )
         self._applied: dict[str, str] = {}
+        self._settings_lock = threading.Lock()  # queries may be planned from several threads
 
     def __getattr__(self, name: str) -> Any:
         if name in _PASSTHROUGH:
@@ -147,10 +148,11 @@ class DistributedContext:
         urls = self.workers()
         settings = dict(PLANNING_SETTINGS)
         settings["datafusion.execution.target_partitions"] = str(len(urls) * self.config.partitions_per_task)
-        if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
-            for key, value in settings.items():
-                self.ctx.sql(f"SET {key} = {value}")
-            self._applied = settings
+        with self._settings_lock:
+            if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
+                for key, value in settings.items():
+                    self.ctx.sql(f"SET {key} = {value}")
+                self._applied = settings
         return urls
 
     def sql(self, query: str) -> DistributedDataFrame:
