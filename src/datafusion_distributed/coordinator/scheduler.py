@@ -38,6 +38,9 @@ from .inputs import exchange_schema, input_groups, needs_single_task
 log = logging.getLogger("datafusion_distributed.coordinator")
 
 
+FETCH_CONCURRENCY = 4
+
+
 class QueryFailed(RuntimeError):
     """A distributed query failed; the message names the stage, task and worker."""
 
@@ -251,13 +254,24 @@ class QueryRun:
         final = self.plan.final
         for attempt in range(1, self.task_attempts + 1):
             try:
-                resolved = []
-                for inp, message in zip(final.inputs, self._task_inputs(final, task), strict=True):
-                    groups = None
-                    if message.groups is not None:
-                        groups = tuple(tuple(self._fetch(loc, scratch) for loc in g) for g in message.groups)
-                    resolved.append(ResolvedInput.of(inp, groups, message.schema))
-                return resolved
+                messages = self._task_inputs(final, task)
+                locations = [loc for m in messages for g in (m.groups or ()) for loc in g]
+                with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="head-fetch") as pool:
+                    fetched = dict(
+                        zip(
+                            locations, pool.map(lambda loc: self._fetch(loc, scratch), locations), strict=True
+                        )
+                    )
+                return [
+                    ResolvedInput.of(
+                        inp,
+                        None
+                        if m.groups is None
+                        else tuple(tuple(fetched[loc] for loc in g) for g in m.groups),
+                        m.schema,
+                    )
+                    for inp, m in zip(final.inputs, messages, strict=True)
+                ]
             except QueryFailed as exc:
                 lost = lost_worker(exc)
                 if lost is None or attempt == self.task_attempts:
@@ -289,7 +303,7 @@ class QueryRun:
         ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
         started = time.perf_counter()
         try:
-            self.clients.get(location.worker).fetch_to_file(ticket, path)
+            self.clients.get(location.worker).fetch_to_file(ticket, path, location.size)
             if self._head_recorder is not None:
                 self._head_recorder.record(location, remote=True, start=started)
         except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:

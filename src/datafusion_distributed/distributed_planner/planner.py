@@ -4,7 +4,8 @@
 2. Give each stage a task count: from scanned bytes at leaves, from input stages above them,
    capped by the workers and by the partitions a stage can split; 1 if anything in it forbids
    splitting.
-3. Fold every boundary whose producer and consumer both have one task back into its consumer.
+3. Fold back boundaries not worth an exchange: producer and consumer both of one task, or a
+   small join build side that every task of its consumer can compute itself.
 4. Write each stage's plan bytes (boundaries replaced by input markers) and each task's plan
    (its share of every split scan) and inputs (its share of every split shuffle).
 """

@@ -136,20 +136,20 @@ class WorkerClient:
                 raise WorkerError(self.url, _server_message(exc)) from exc
             yield chunk.data
 
-    def fetch_to_file(self, ticket: Ticket, path: str) -> int:
-        """Copy one task output partition into a local Arrow IPC file; return its size."""
-        writer = None
-        try:
-            for batch in self.stream(ticket):
-                if writer is None:
-                    writer = pa.ipc.new_file(path, batch.schema)
-                writer.write_batch(batch)
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is None:
-            raise WorkerError(self.url, f"output {ticket} was empty although it was recorded with rows")
-        return pa.OSFile(path).size()
+    def fetch_to_file(self, ticket: Ticket, path: str, expected_size: int) -> int:
+        """Copy one task output file, byte for byte (batches stay compressed), to `path`."""
+
+        def call(client, options):
+            written = 0
+            with open(path, "wb") as out:
+                for result in client.do_action(flight.Action("read_output", encode(ticket)), options):
+                    written += out.write(result.body)
+            return written
+
+        size = self._call(call, self.task_timeout)
+        if size != expected_size:
+            raise WorkerError(self.url, f"output {ticket} arrived with {size} of {expected_size} bytes")
+        return size
 
     def close(self) -> None:
         with self._lock:

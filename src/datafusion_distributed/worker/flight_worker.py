@@ -42,6 +42,7 @@ from .task_execution import ResolvedInput, local_file, prepare_task_plan, write_
 log = logging.getLogger(__name__)
 
 FETCH_CONCURRENCY = 4
+CHUNK_BYTES = 4 * 1024 * 1024
 
 
 class FlightWorker(flight.FlightServerBase):
@@ -125,6 +126,7 @@ class FlightWorker(flight.FlightServerBase):
             ("release", "Delete a query's spool data"),
             ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
             ("health", "Version and spool state"),
+            ("read_output", "The bytes of one task output file, in chunks"),
         ]
 
     def do_action(self, context, action):
@@ -143,6 +145,8 @@ class FlightWorker(flight.FlightServerBase):
                 return []
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
+            if action.type == "read_output":
+                return self._file_chunks(self._output_path(body))
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused message: {exc}") from exc
         except flight.FlightError:
@@ -151,9 +155,10 @@ class FlightWorker(flight.FlightServerBase):
             raise flight.FlightServerError(f"{action.type} failed: {type(exc).__name__}: {exc}") from exc
         raise flight.FlightServerError(f"unknown action {action.type!r}")
 
-    def do_get(self, context, ticket):
+    def _output_path(self, ticket: bytes) -> str:
+        """The spool file a ticket names; it can only name a task output of this spool."""
         try:
-            t = decode_ticket(ticket.ticket)
+            t = decode_ticket(ticket)
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused ticket: {exc}") from exc
         path = self.spool.output_path(t.query_id, t.stage, t.task, t.partition)
@@ -161,6 +166,17 @@ class FlightWorker(flight.FlightServerBase):
             raise flight.FlightServerError(
                 f"no output for query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
             )
+        return path
+
+    @staticmethod
+    def _file_chunks(path: str):
+        """The bytes of an exchange file as they are: compressed batches are not decoded."""
+        with open(path, "rb") as f:
+            while chunk := f.read(CHUNK_BYTES):
+                yield flight.Result(chunk)
+
+    def do_get(self, context, ticket):
+        path = self._output_path(ticket.ticket)
         source = pa.memory_map(path)
         reader = pa.ipc.open_file(source)
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
@@ -189,7 +205,7 @@ class FlightWorker(flight.FlightServerBase):
             folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )
         ticket = Ticket(message.query_id, location.stage, location.task, location.partition)
-        size = self._clients.get(location.worker).fetch_to_file(ticket, dest)
+        size = self._clients.get(location.worker).fetch_to_file(ticket, dest, location.size)
         return local_file(dest), size
 
     def _resolve_inputs(self, message: RunTask, recorder: TaskRecorder) -> tuple[list[ResolvedInput], int]:
