@@ -94,7 +94,7 @@ def bench_exchange(args) -> dict:
     scratch = tempfile.mkdtemp(prefix="bench-exchange-")
     with LocalCluster(2) as cluster:
         url = cluster.get_urls()[0]
-        client = WorkerClient(url, timeout=600, task_timeout=600)
+        client = WorkerClient(url, timeout=600, task_timeout=600, auth_token=cluster.auth_token)
         try:
             for compression in ("lz4", None):
                 name = compression or "none"
