@@ -155,45 +155,49 @@ class QueryRun:
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
         attempts: dict[tuple[int, int], int] = {}
-        with ThreadPoolExecutor(max_workers=32, thread_name_prefix="dispatch") as pool:
-            try:
-                while waiting or running:
-                    for stage in list(waiting.values()):
-                        if all(inp.producer in self.results for inp in stage.inputs):
-                            del waiting[stage.id]
-                            started[stage.id] = time.perf_counter()
-                            new = self._start_stage(stage, pool)
-                            partial[stage.id] = [None] * len(new)
-                            running.update(new)
-                    if not running:
-                        raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
-                    done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                    self.cancel_scope.check()
-                    for future in done:
-                        stage, index = running.pop(future)
-                        worker = self.placement[stage.id][index]
-                        try:
-                            result = future.result()
-                        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-                            attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
-                            self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
-                            self._recover(stage, index, worker, exc, attempt)
-                            task = self.tasks_run[stage.id][index]
-                            retry = self._worker_for(stage, index, attempt)
-                            self.placement[stage.id][index] = retry
-                            self.events.task_started(stage.id, index, retry, attempt)
-                            running[pool.submit(self._run_task, stage, task, retry, attempt)] = (stage, index)
-                            continue
-                        partial[stage.id][index] = result = self.events.task_finished(
-                            stage.id, index, worker, attempts.get((stage.id, index), 0), result
-                        )
-                        if all(r is not None for r in partial[stage.id]):
-                            self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
-            finally:
-                for future in running:
-                    future.cancel()
-                if running:  # stopped early (cancelled, failed): stop the tasks still running
-                    self.cancel_remote()
+        # Not a `with` block: leaving it would wait for every task call still in flight, so a
+        # cancelled or failed query would return only when its slowest task did.
+        pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="dispatch")
+        try:
+            while waiting or running:
+                for stage in list(waiting.values()):
+                    if all(inp.producer in self.results for inp in stage.inputs):
+                        del waiting[stage.id]
+                        started[stage.id] = time.perf_counter()
+                        new = self._start_stage(stage, pool)
+                        partial[stage.id] = [None] * len(new)
+                        running.update(new)
+                if not running:
+                    raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
+                done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                self.cancel_scope.check()
+                for future in done:
+                    stage, index = running.pop(future)
+                    worker = self.placement[stage.id][index]
+                    try:
+                        result = future.result()
+                    except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
+                        attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+                        self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
+                        self._recover(stage, index, worker, exc, attempt)
+                        task = self.tasks_run[stage.id][index]
+                        retry = self._worker_for(stage, index, attempt)
+                        self.placement[stage.id][index] = retry
+                        self.events.task_started(stage.id, index, retry, attempt)
+                        running[pool.submit(self._run_task, stage, task, retry, attempt)] = (stage, index)
+                        continue
+                    partial[stage.id][index] = result = self.events.task_finished(
+                        stage.id, index, worker, attempts.get((stage.id, index), 0), result
+                    )
+                    if all(r is not None for r in partial[stage.id]):
+                        self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
+        finally:
+            for future in running:
+                future.cancel()
+            if running:  # stopped early (cancelled, failed): stop the tasks still running
+                self.cancel_remote()
+            # Calls still in flight end once their workers see the cancel; nobody waits.
+            pool.shutdown(wait=not running, cancel_futures=True)
 
     def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
         """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
