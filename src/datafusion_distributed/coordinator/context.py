@@ -148,6 +148,15 @@ class DistributedContext:
         urls = self.workers()
         settings = dict(PLANNING_SETTINGS)
         settings["datafusion.execution.target_partitions"] = str(len(urls) * self.config.partitions_per_task)
+        if self.config.broadcast_join_rows is not None:
+            # A join side this small is broadcast (collected whole by every task) rather than
+            # both sides shuffled: copying a small side beats moving every row of a big one.
+            settings["datafusion.optimizer.hash_join_single_partition_threshold_rows"] = str(
+                self.config.broadcast_join_rows
+            )
+            settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(
+                self.config.broadcast_join_bytes
+            )
         with self._settings_lock:
             if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
                 for key, value in settings.items():
