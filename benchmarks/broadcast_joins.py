@@ -1,0 +1,83 @@
+"""Broadcast thresholds side by side: TPC-H over one cluster with two join-threshold settings.
+
+    python benchmarks/broadcast_joins.py --sf 1 --queries 3,5,18,21 [--rows 500000 --bytes 8388608]
+
+Runs each query, interleaved and 3 times, on single-node DataFusion and on two
+DistributedContexts sharing one LocalCluster: one with DataFusion's own thresholds for
+collecting a hash join's smaller side (131072 rows, 1 MiB) and one with `--rows` / `--bytes`
+(DistributedConfig.broadcast_join_rows/bytes). Every answer is checked against single-node;
+medians are printed with the stage counts of both plans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from datafusion import SessionConfig, SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
+
+DATAFUSION_DEFAULTS = (131072, 1024 * 1024)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    parser.add_argument("--rows", type=int, default=DistributedConfig.broadcast_join_rows)
+    parser.add_argument("--bytes", type=int, default=DistributedConfig.broadcast_join_bytes)
+    parser.add_argument("--iterations", type=int, default=3)
+    args = parser.parse_args()
+    queries = [int(q) for q in args.queries.split(",")] if args.queries else list(TPCH_QUERY_NUMBERS)
+    path = tpch_data(args.sf)
+    single = SessionContext(SessionConfig().with_target_partitions(args.workers))
+    register_tpch(single, path)
+    variants = {"datafusion": DATAFUSION_DEFAULTS, "broadcast": (args.rows, args.bytes)}
+    totals = dict.fromkeys(["single", *variants], 0.0)
+    with LocalCluster(args.workers) as cluster:
+        contexts = {}
+        for name, (rows, size) in variants.items():
+            ctx = SessionContext()
+            register_tpch(ctx, path)
+            config = DistributedConfig(
+                partitions_per_task=1, broadcast_join_rows=rows, broadcast_join_bytes=size
+            )
+            contexts[name] = DistributedContext(ctx, workers=cluster, config=config)
+        print(f"{'query':>5} {'single':>8} {'datafusion':>11} {'broadcast':>10}  stages")
+        for n in queries:
+            sql = tpch_query(n)
+            expected = single.sql(sql).to_arrow_table()
+            times: dict[str, list[float]] = {name: [] for name in totals}
+            for _ in range(args.iterations):
+                started = time.perf_counter()
+                single.sql(sql).to_arrow_table()
+                times["single"].append(time.perf_counter() - started)
+                for name, dctx in contexts.items():
+                    started = time.perf_counter()
+                    got = dctx.sql(sql).to_arrow_table()
+                    times[name].append(time.perf_counter() - started)
+                    assert_tables_equal(got, expected, sql=sql)
+            medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+            for name, value in medians.items():
+                totals[name] += value
+            stages = "/".join(str(len(d.sql(sql).distributed_plan().stages)) for d in contexts.values())
+            print(
+                f"  q{n:02d} {medians['single']:8.3f} {medians['datafusion']:11.3f} {medians['broadcast']:10.3f}  {stages}"
+            )
+        for dctx in contexts.values():
+            dctx.close()
+    ratio = {name: totals[name] / totals["single"] for name in variants}
+    print(
+        f"total {totals['single']:8.3f} {totals['datafusion']:11.3f} {totals['broadcast']:10.3f}  "
+        f"ratios {ratio['datafusion']:.2f} / {ratio['broadcast']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
