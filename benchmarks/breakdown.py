@@ -86,8 +86,8 @@ def install() -> None:
     wrap(worker_mod, "prepare_task_plan", "plan rebuild: splice + from_bytes (workers)")
     wrap(scheduler_mod, "prepare_task_plan", "plan rebuild: splice + from_bytes (head)")
     wrap(worker_mod, "task_session", "session build (workers)")
-    wrap(worker_mod.FlightWorker, "_resolve_inputs", "fetch inputs (workers, wall per task)")
-    wrap(scheduler_mod.QueryRun, "_fetch", "fetch inputs (head, sequential)")
+    wrap(worker_mod, "resolve_inputs", "fetch inputs (workers, wall per task)")
+    wrap(scheduler_mod.QueryRun, "_fetch", "fetch inputs (head, per file)")
 
     original_stream = task_mod.stream_partition
 

@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
+from ..codec import ScannedFile
 from ..distributed_planner.planner import single_task
 from ..events.handlers import HandlerChain, RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
@@ -30,15 +31,18 @@ from ..metrics.recorder import TaskRecorder
 from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
-from ..worker.task_execution import ResolvedInput, local_file, prepare_task_plan, stream_partitions
+from ..worker.task_execution import (
+    ResolvedInput,
+    local_file,
+    prepare_task_plan,
+    resolve_inputs,
+    stream_partitions,
+)
 from .cancellation import POLL_SECONDS, CancelScope
 from .gather import restore_names
 from .inputs import exchange_schema, input_groups, needs_single_task
 
 log = logging.getLogger("datafusion_distributed.coordinator")
-
-
-FETCH_CONCURRENCY = 4
 
 
 class QueryFailed(RuntimeError):
@@ -87,7 +91,6 @@ class QueryRun:
         self.handlers = handlers or HandlerChain()
         self.events = QueryCollector(self.query_id, self.handlers)  # lifecycle events and metrics
         self.metrics = self.events.metrics
-        self._head_recorder: TaskRecorder | None = None
 
     # -- building task messages -------------------------------------------------------------
     def _tasks(self, stage: Stage) -> tuple[TaskPlan, ...]:
@@ -253,29 +256,16 @@ class QueryRun:
         self.events.stage_finished(stage.id, results, self.stage_seconds[stage.id], self.placement[stage.id])
 
     # -- the result ---------------------------------------------------------------------------
-    def _head_inputs(self, task: TaskPlan, scratch: str) -> list[ResolvedInput]:
+    def _head_inputs(self, task: TaskPlan, scratch: str) -> tuple[list[ResolvedInput], TaskRecorder]:
         """Fetch a single-task final stage's inputs here, recomputing any a lost worker held."""
-        final = self.plan.final
         for attempt in range(1, self.task_attempts + 1):
+            messages = self._task_inputs(self.plan.final, task)  # where the inputs are now
+            recorder = TaskRecorder(COORDINATOR, messages)
             try:
-                messages = self._task_inputs(final, task)
-                locations = [loc for m in messages for g in (m.groups or ()) for loc in g]
-                with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="head-fetch") as pool:
-                    fetched = dict(
-                        zip(
-                            locations, pool.map(lambda loc: self._fetch(loc, scratch), locations), strict=True
-                        )
-                    )
-                return [
-                    ResolvedInput.of(
-                        inp,
-                        None
-                        if m.groups is None
-                        else tuple(tuple(fetched[loc] for loc in g) for g in m.groups),
-                        m.schema,
-                    )
-                    for inp, m in zip(final.inputs, messages, strict=True)
-                ]
+                resolved, _ = resolve_inputs(
+                    messages, lambda loc, recorder=recorder: recorder.read(loc, self._fetch, loc, scratch)
+                )
+                return resolved, recorder
             except QueryFailed as exc:
                 lost = lost_worker(exc)
                 if lost is None or attempt == self.task_attempts:
@@ -288,8 +278,7 @@ class QueryRun:
         """Run a single-task final stage here, over its inputs fetched from the workers."""
         task = self._tasks(self.plan.final)[0]
         self.events.stage_started(self.plan.final.id, [COORDINATOR])
-        self._head_recorder = recorder = TaskRecorder(COORDINATOR, self._task_inputs(self.plan.final, task))
-        resolved = self._head_inputs(task, scratch)
+        resolved, recorder = self._head_inputs(task, scratch)
         ctx = task_session(self.session_builder)
         physical = prepare_task_plan(ctx, task.plan, resolved)
         rows = 0
@@ -300,21 +289,18 @@ class QueryRun:
         finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far
             self.events.head_finished(self.plan.final.id, rows, recorder.finish(physical))
 
-    def _fetch(self, location: FileLocation, scratch: str):
+    def _fetch(self, location: FileLocation, scratch: str) -> tuple[ScannedFile, int]:
         path = os.path.join(
             scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )
         ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
-        started = time.perf_counter()
         try:
-            self.clients.get(location.worker).fetch_to_file(ticket, path, location.size)
-            if self._head_recorder is not None:
-                self._head_recorder.record(location, remote=True, start=started)
+            size = self.clients.get(location.worker).fetch_to_file(ticket, path, location.size)
         except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
             raise QueryFailed(
                 f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
             ) from exc
-        return local_file(path)
+        return local_file(path), size
 
     def _gather(self) -> Iterator[pa.RecordBatch]:
         """Stream a multi-task final stage's outputs from the workers that hold them."""

@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +16,7 @@ import pyarrow.flight as flight
 
 from .. import __version__
 from ..codec import ScannedFile
+from ..common.fs import makedirs
 from ..events.handlers import HandlerChain, PlanRewriteRequest
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
@@ -37,11 +37,10 @@ from ..protocol.messages import (
 from .cancellation import Cancellations
 from .session import SessionBuilder, accepts_runtime, task_session
 from .spool import Spool
-from .task_execution import ResolvedInput, local_file, prepare_task_plan, write_task_outputs
+from .task_execution import local_file, prepare_task_plan, resolve_inputs, write_task_outputs
 
 log = logging.getLogger(__name__)
 
-FETCH_CONCURRENCY = 4
 CHUNK_BYTES = 4 * 1024 * 1024
 
 
@@ -200,36 +199,13 @@ class FlightWorker(flight.FlightServerBase):
             return local_file(location.path), 0
         self._cancelled.check(message.query_id)
         self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)
-        self.spool.makedirs(folder)
+        makedirs(folder)
         dest = os.path.join(
             folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )
         ticket = Ticket(message.query_id, location.stage, location.task, location.partition)
         size = self._clients.get(location.worker).fetch_to_file(ticket, dest, location.size)
         return local_file(dest), size
-
-    def _resolve_inputs(self, message: RunTask, recorder: TaskRecorder) -> tuple[list[ResolvedInput], int]:
-        folder = self.spool.inputs_dir(message.query_id, message.stage, message.task, message.attempt)
-        locations = [loc for inp in message.inputs for group in (inp.groups or ()) for loc in group]
-        with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="fetch") as pool:
-            located = dict(
-                zip(
-                    locations,
-                    pool.map(lambda loc: recorder.read(loc, self._locate, message, loc, folder), locations),
-                    strict=True,
-                )
-            )
-        resolved = [
-            ResolvedInput.of(
-                inp,
-                None
-                if inp.groups is None
-                else tuple(tuple(located[loc][0] for loc in g) for g in inp.groups),
-                inp.schema,
-            )
-            for inp in message.inputs
-        ]
-        return resolved, sum(size for _, size in located.values())
 
     def _run_task(self, message: RunTask) -> TaskResult:
         started = time.perf_counter()
@@ -240,7 +216,10 @@ class FlightWorker(flight.FlightServerBase):
         try:
             self._cancelled.check(query_id)
             recorder = TaskRecorder(message.worker, message.inputs)
-            inputs, fetched = self._resolve_inputs(message, recorder)
+            folder = self.spool.inputs_dir(query_id, message.stage, message.task, message.attempt)
+            inputs, fetched = resolve_inputs(
+                message.inputs, lambda loc: recorder.read(loc, self._locate, message, loc, folder)
+            )
             ctx = task_session(self._session_builder, self.memory_limit_bytes)
             plan = prepare_task_plan(ctx, message.plan, inputs)
             plan = self._handlers.rewrite_plan(

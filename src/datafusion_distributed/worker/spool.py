@@ -103,17 +103,6 @@ class Spool:
             if query_id in self._used:
                 self._used[query_id] = max(0, self._used[query_id] - nbytes)
 
-    @staticmethod
-    def makedirs(path: str) -> None:
-        """`os.makedirs`, retried when a concurrent `remove_inputs` removes an empty parent."""
-        for _ in range(10):
-            try:
-                os.makedirs(path, exist_ok=True)
-                return
-            except FileNotFoundError:
-                continue
-        os.makedirs(path, exist_ok=True)
-
     def sweep(self, now: float | None = None) -> list[str]:
         """Remove query folders untouched for longer than the TTL; return their ids."""
         now = time.time() if now is None else now

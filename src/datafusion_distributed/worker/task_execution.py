@@ -10,15 +10,17 @@ import os
 import queue
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
+from ..common.fs import makedirs
 from ..execution_plans.stage import BoundaryKind
 from .cancellation import TaskCancelled
 
@@ -123,6 +125,29 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
     if resolved.kind is BoundaryKind.SHUFFLE:
         return scan
     return replace_subtree(resolved.boundary, resolved.boundary_child, scan)
+
+
+FETCH_CONCURRENCY = 4
+
+
+def resolve_inputs(
+    task_inputs: Sequence, locate: Callable[[Any], tuple[ScannedFile, int]]
+) -> tuple[list[ResolvedInput], int]:
+    """Locate every file of a task's inputs, several at once, and group them as the task reads
+    them. `task_inputs` are TaskInput messages; `locate(location)` gives (the local file, bytes
+    fetched over the network: 0 when read in place). Returns the inputs and the bytes fetched."""
+    locations = [loc for inp in task_inputs for group in (inp.groups or ()) for loc in group]
+    with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="fetch") as pool:
+        located = dict(zip(locations, pool.map(locate, locations), strict=True))
+    resolved = [
+        ResolvedInput.of(
+            inp,
+            None if inp.groups is None else tuple(tuple(located[loc][0] for loc in g) for g in inp.groups),
+            inp.schema,
+        )
+        for inp in task_inputs
+    ]
+    return resolved, sum(size for _, size in located.values())
 
 
 def local_file(path: str) -> ScannedFile:
@@ -273,12 +298,7 @@ def write_task_outputs(
     `cancelled` is asked before each batch is written (True stops the task with TaskCancelled);
     `on_write(n)` is told of `n` more bytes about to be written (it may raise to refuse them),
     and finally of the difference to the file's real size."""
-    for _ in range(10):  # a worker removes empty query folders while other tasks start
-        try:
-            os.makedirs(out_dir, exist_ok=True)
-            break
-        except FileNotFoundError:
-            continue
+    makedirs(out_dir)
     options = pa.ipc.IpcWriteOptions(compression=compression)
     path_for = path_for or (lambda p: os.path.join(out_dir, f"part-{p}.arrow"))
     count = plan.partition_count
@@ -294,7 +314,3 @@ def write_task_outputs(
     return TaskOutput(
         tuple(out for out, _ in results), schema.serialize().to_pybytes() if schema is not None else None
     )
-
-
-def scratch_dir(prefix: str = "datafusion-distributed-") -> str:
-    return tempfile.mkdtemp(prefix=prefix)
