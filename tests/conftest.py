@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,19 @@ def tpch_sf001() -> Path:
 def tpch_sf01() -> Path:
     """TPC-H at scale factor 0.1 (about 100 MB), 4 Parquet files per table; cached across runs."""
     return tpch_data(0.1, parts=4)
+
+
+@pytest.fixture
+def run_cli():
+    """Run the command line (`python -m datafusion_distributed ...`) with no input, bounded."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "datafusion_distributed", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "datafusion_distributed", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def test_analyze_and_explain_analyze(tmp_path):
+def test_analyze_and_explain_analyze(tmp_path, run_cli):
     for part in range(3):
         pq.write_table(pa.table({"k": [part] * 5, "v": list(range(5))}), tmp_path / f"p{part}.parquet")
     table = f"t={tmp_path}/"
