@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -127,13 +128,7 @@ class DistributedContext:
         if name in _PASSTHROUGH:
             return getattr(self.ctx, name)
         if name in _FACTORIES:
-            factory = getattr(self.ctx, name)
-
-            def make(*args: Any, **kwargs: Any) -> DistributedDataFrame:
-                self._prepare()
-                return DistributedDataFrame(self, factory(*args, **kwargs))
-
-            return make
+            return functools.partial(self._frame, getattr(self.ctx, name))
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # -- queries ------------------------------------------------------------------------------
@@ -180,21 +175,22 @@ class DistributedContext:
             )
         return DistributedDataFrame(self, self.ctx.sql(query))
 
-    def table(self, name: str) -> DistributedDataFrame:
+    def _frame(self, make: Callable[..., DataFrame], *args: Any, **kwargs: Any) -> DistributedDataFrame:
+        """A DataFrame made on the wrapped context (planned for this cluster), distributed."""
         self._prepare()
-        return DistributedDataFrame(self, self.ctx.table(name))
+        return DistributedDataFrame(self, make(*args, **kwargs))
+
+    def table(self, name: str) -> DistributedDataFrame:
+        return self._frame(self.ctx.table, name)
 
     def read_parquet(self, path: str, **options: Any) -> DistributedDataFrame:
-        self._prepare()
-        return DistributedDataFrame(self, self.ctx.read_parquet(path, **options))
+        return self._frame(self.ctx.read_parquet, path, **options)
 
     def read_csv(self, path: str, **options: Any) -> DistributedDataFrame:
-        self._prepare()
-        return DistributedDataFrame(self, self.ctx.read_csv(path, **options))
+        return self._frame(self.ctx.read_csv, path, **options)
 
     def read_json(self, path: str, **options: Any) -> DistributedDataFrame:
-        self._prepare()
-        return DistributedDataFrame(self, self.ctx.read_json(path, **options))
+        return self._frame(self.ctx.read_json, path, **options)
 
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
         """Cut `df`'s physical plan into stages for the current workers."""
@@ -330,13 +326,11 @@ class DistributedDataFrame:
         """Number of rows, counted on the workers."""
         from datafusion import functions as f
 
-        counted = DistributedDataFrame(self._dctx, self._df.aggregate([], [f.count_star().alias("n")]))
-        return int(counted.to_pylist()[0]["n"])
+        return int(self.aggregate([], [f.count_star().alias("n")]).to_pylist()[0]["n"])
 
     def show(self, num: int = 20) -> None:
         """Print the first `num` rows as a table."""
-        table = DistributedDataFrame(self._dctx, self._df.limit(num)).to_arrow_table()
-        print(format_table(table))
+        print(format_table(self.limit(num).to_arrow_table()))
 
     def explain(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> None:
         """Print the distributed plan: stages, their tasks, boundaries and the files tasks read.
