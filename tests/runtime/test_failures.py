@@ -154,3 +154,40 @@ def test_task_timeout_is_reported_as_a_timeout_not_a_lost_worker(table_dir):
             with pytest.raises(QueryFailed, match="did not answer within 0.001s") as info:
                 dctx.sql(SQL).to_pylist()
             assert "attempts" not in str(info.value)
+
+
+def test_a_task_that_cannot_reach_an_input_names_the_lost_worker():
+    """The worker reports which producer it lost in the error's extra info, so the coordinator
+    can recompute that producer's outputs instead of failing the query."""
+    from datafusion_distributed import EmbeddedCluster
+    from datafusion_distributed.distributed_planner.planner import input_marker
+    from datafusion_distributed.protocol.flight import WorkerClient, WorkerError
+    from datafusion_distributed.protocol.messages import FileLocation, RunTask, TaskInput
+
+    gone = "grpc://127.0.0.1:9"  # the discard port: nothing listens there
+    marker = input_marker(0)
+    with EmbeddedCluster(1) as cluster:
+        url = cluster.get_urls()[0]
+        message = RunTask(
+            query_id="lostinput",
+            stage=1,
+            task=0,
+            attempt=0,
+            plan=marker,
+            inputs=(
+                TaskInput(
+                    marker=marker,
+                    kind="shuffle",
+                    schema=pa.schema([("a", pa.int64())]).serialize().to_pybytes(),
+                    boundary=b"",
+                    boundary_child=b"",
+                    groups=((FileLocation(gone, 0, 0, 0, "part-0.arrow", 10),),),
+                ),
+            ),
+            worker=url,
+        )
+        client = WorkerClient(url, timeout=10, task_timeout=10, auth_token=cluster.auth_token)
+        with pytest.raises(WorkerError) as info:
+            client.run_task(message)
+        assert info.value.lost_worker == gone
+        client.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -49,15 +48,15 @@ class QueryFailed(RuntimeError):
     """A distributed query failed; the message names the stage, task and worker."""
 
 
-_UNREACHABLE = re.compile(r"worker (\S+) is unreachable")
-
-
 def lost_worker(exc: BaseException) -> str | None:
-    """The worker whose loss caused `exc` (directly, or while fetching an input), if any."""
-    if isinstance(exc, WorkerUnreachable):
-        return exc.url
-    match = _UNREACHABLE.search(str(exc))
-    return match.group(1) if match else None
+    """The worker whose loss caused `exc` (directly, or for a task fetching an input), if any."""
+    while exc is not None:
+        if isinstance(exc, WorkerUnreachable):
+            return exc.url
+        if isinstance(exc, WorkerError) and exc.lost_worker:
+            return exc.lost_worker
+        exc = exc.__cause__
+    return None
 
 
 class QueryRun:

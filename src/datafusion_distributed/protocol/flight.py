@@ -37,12 +37,30 @@ class WorkerTimeout(TimeoutError):
 
 
 class WorkerError(RuntimeError):
-    """A worker answered with an error (a task failed, or it refused a message)."""
+    """A worker answered with an error (a task failed, or it refused a message).
 
-    def __init__(self, url: str, detail: str):
+    `lost_worker` names another worker the task could not reach (to fetch an input), when that
+    is why it failed: the worker says so in the error's extra info, not in its text."""
+
+    def __init__(self, url: str, detail: str, lost_worker: str | None = None):
         super().__init__(f"worker {url}: {detail}")
         self.url = url
         self.detail = detail
+        self.lost_worker = lost_worker
+
+
+def lost_worker_info(url: str) -> bytes:
+    """The extra info a worker attaches to an error caused by losing worker `url`."""
+    return json.dumps({"lost_worker": url}).encode()
+
+
+def _lost_worker(exc: flight.FlightError) -> str | None:
+    try:
+        info = json.loads(exc.extra_info or b"{}")
+    except ValueError:
+        return None
+    lost = info.get("lost_worker") if isinstance(info, dict) else None
+    return lost if isinstance(lost, str) else None
 
 
 def _server_message(exc: flight.FlightError) -> str:
@@ -89,7 +107,7 @@ class WorkerClient:
                 raise WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}") from exc
             raise WorkerUnreachable(self.url, _server_message(exc)) from exc
         except flight.FlightError as exc:
-            raise WorkerError(self.url, _server_message(exc)) from exc
+            raise WorkerError(self.url, _server_message(exc), _lost_worker(exc)) from exc
         except OSError as exc:
             raise WorkerUnreachable(self.url, str(exc)) from exc
 

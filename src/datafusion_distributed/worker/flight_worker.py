@@ -20,7 +20,7 @@ from ..common.fs import makedirs
 from ..events.handlers import HandlerChain, PlanRewriteRequest
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
-from ..protocol.flight import ClientPool
+from ..protocol.flight import ClientPool, WorkerUnreachable, lost_worker_info
 from ..protocol.messages import (
     PROTOCOL_VERSION,
     FileLocation,
@@ -238,7 +238,9 @@ class FlightWorker(flight.FlightServerBase):
             )
         except Exception as exc:
             log.warning("%s failed: %s", name, exc)
-            raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}") from exc
+            lost = next((e.url for e in _causes(exc) if isinstance(e, WorkerUnreachable)), None)
+            extra = lost_worker_info(lost) if lost else b""
+            raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}", extra_info=extra) from exc
         finally:
             self.spool.remove_inputs(query_id, message.stage, message.task, message.attempt)
             if cancelled():  # outputs written after the query's data was deleted
@@ -270,3 +272,10 @@ class FlightWorker(flight.FlightServerBase):
         self._stopped.set()
         self.shutdown()
         self._clients.close()
+
+
+def _causes(exc: BaseException):
+    """`exc` and the exceptions it was raised from."""
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
