@@ -23,6 +23,7 @@ from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_
 from ..common.fs import makedirs
 from ..execution_plans.stage import BoundaryKind
 from .cancellation import TaskCancelled
+from .view_arrays import compact_views
 
 
 class TaskError(RuntimeError):
@@ -265,6 +266,7 @@ def _write_partition(
                 writer = pa.ipc.new_file(sink, file_schema, options=options)
             elif batch.schema != schema:
                 batch = batch.cast(schema)
+            batch = compact_views(batch)
             if on_write is not None:  # charge what the batch may take before it lands on disk
                 on_write(batch.nbytes)
                 written += batch.nbytes

@@ -1,0 +1,62 @@
+"""Compacting view columns before they are written to an exchange file."""
+
+import pyarrow as pa
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed.worker.task_execution import write_task_outputs
+from datafusion_distributed.worker.view_arrays import compact_views, held_bytes, used_bytes
+
+LONG = [f"customer name number {i:08d}" for i in range(100_000)]  # 30 bytes: not inlined
+
+
+def shared_buffer_rows(view_type):
+    """A few rows sliced from a large view array: they still reference all of its data."""
+    values = pa.array(LONG[:99_999] + [None], pa.string()).cast(view_type)
+    return values.slice(99_995)
+
+
+@pytest.mark.parametrize("view_type", [pa.string_view(), pa.binary_view()])
+def test_oversized_view_columns_are_compacted_without_changing_values(view_type):
+    column = shared_buffer_rows(view_type)
+    batch = pa.record_batch({"name": column, "id": pa.array(range(5))})
+    assert held_bytes(column) > 2_000_000
+
+    compacted = compact_views(batch)
+
+    assert compacted.equals(batch)
+    assert compacted.schema == batch.schema
+    assert held_bytes(compacted.column(0)) < 1000
+
+
+def test_used_bytes_counts_out_of_line_strings_of_the_rows_only():
+    column = pa.array(["short", "a string longer than twelve", None, "x" * 40], pa.string_view())
+    assert used_bytes(column) == len("a string longer than twelve") + 40
+    assert used_bytes(column.slice(3)) == 40
+    assert used_bytes(column.slice(0, 0)) == 0
+
+
+def test_small_or_well_used_columns_are_left_alone():
+    whole = pa.array(LONG, pa.string_view())
+    small = pa.array(LONG[:100], pa.string_view()).slice(10)  # holds little: not worth a copy
+    for column in (whole, small):
+        compacted = compact_views(pa.record_batch({"c": column})).column(0)
+        assert compacted.buffers()[2].address == column.buffers()[2].address
+    plain = pa.record_batch({"id": pa.array([1, 2]), "s": pa.array(["x", "y"])})
+    assert compact_views(plain) is plain
+
+
+def test_exchange_files_do_not_repeat_a_join_build_side(tmp_path):
+    """A join's output rows reference the build side's buffers; its files must not repeat them."""
+    ctx = SessionContext()
+    names = pa.table({"k": pa.array(range(100_000)), "name": pa.array(LONG, pa.string_view())})
+    ctx.register_record_batches("names", [names.to_batches(max_chunksize=100_000)])
+    keys = pa.table({"k": pa.array([i * 7 % 100_000 for i in range(50_000)])})
+    ctx.register_record_batches("keys", [keys.to_batches(max_chunksize=1000)])
+    plan = ctx.sql("SELECT keys.k, names.name FROM keys JOIN names ON keys.k = names.k").execution_plan()
+
+    output = write_task_outputs(ctx, plan, str(tmp_path), compression=None)
+
+    written = sum(p.bytes for p in output.partitions)
+    assert output.rows == 50_000
+    assert written < 50_000 * (8 + 16 + 30) * 2, written  # without compaction: ~50 x the build side
