@@ -52,7 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
     p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
     p.add_argument(
-        "--compression", default="lz4", choices=["lz4", "zstd", "none"], help="spool codec (default lz4)"
+        "--compression",
+        default="auto",
+        choices=["auto", "lz4", "zstd", "none"],
+        help="spool codec (default auto: none, as LocalCluster workers read each other's files in place)",
     )
     p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
     p.add_argument("--compare", metavar="OLD.json", help="print the change against an earlier result")

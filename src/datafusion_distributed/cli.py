@@ -60,6 +60,7 @@ def run_worker(args: argparse.Namespace) -> int:
         spool_ttl=args.spool_ttl, auth_token=token, insecure_no_auth=args.insecure_no_auth,
         tls_cert=args.tls_cert, tls_key=args.tls_key, tls_root_certs=args.tls_root_certs,
         spool_quota_bytes=args.spool_quota_bytes, memory_limit_bytes=args.memory_limit_bytes,
+        shared_spool_root=args.shared_spool_root,
     )  # fmt: skip
     if token is None:
         print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
@@ -137,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--spool-dir", help="folder for task outputs (default: a new temporary folder)")
     worker.add_argument(
         "--spool-ttl", type=float, default=3600.0, help="seconds before abandoned data is swept"
+    )
+    worker.add_argument(
+        "--shared-spool-root",
+        help="folder holding the spools of this host's workers: read their outputs in place, not fetched",
     )
     worker.add_argument("--session-hook", help="module:function building each task's SessionContext")
     worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")

@@ -116,6 +116,11 @@ def _action(client, name, body):
     [
         (b"not json", "not valid JSON"),
         (json.dumps({"version": 99}).encode(), "unsupported protocol version 99"),
+        # a huge value is not echoed back whole (gRPC would refuse the oversized error)
+        (
+            json.dumps({"version": [0] * 100_000}).encode(),
+            r"unsupported protocol version \[0, 0, .{0,30}\.\.\.:",
+        ),
         (json.dumps({"version": PROTOCOL_VERSION, "query_id": "x"}).encode(), "missing fields"),
     ],
 )

@@ -2,7 +2,9 @@
 subprocesses on this machine (`LocalCluster`). Both are resolvers: they list their URLs.
 
 Each makes a random token for its workers (or takes the one given) and exposes it as
-`auth_token`; a DistributedContext using the cluster as its resolver picks it up."""
+`auth_token`; a DistributedContext using the cluster as its resolver picks it up. Their
+workers' spools share one folder, `shared_spool_root`: workers (and the coordinator) read each
+other's task outputs from disk in place instead of fetching them over the network."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ class EmbeddedCluster:
         if n < 1:
             raise ValueError("an embedded cluster needs at least one worker")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
-        self._root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
+        self._root = self.shared_spool_root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
+        worker_options.setdefault("shared_spool_root", self._root)
         self.workers: list[FlightWorker] = []
         try:
             for i in range(n):
@@ -106,7 +109,9 @@ class LocalCluster:
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.worker_args = [str(a) for a in worker_args]
         self._own_root = spool_root is None
-        self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
+        self.spool_root = self.shared_spool_root = spool_root or tempfile.mkdtemp(
+            prefix="datafusion-distributed-local-"
+        )
         self.processes: list[subprocess.Popen] = []
         self.urls: list[str] = []
         self._lock = threading.Lock()
@@ -122,7 +127,7 @@ class LocalCluster:
         command = [
             sys.executable, "-m", "datafusion_distributed", "worker",
             "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
-            "--parent-pid", str(os.getpid()), *self.worker_args,
+            "--parent-pid", str(os.getpid()), "--shared-spool-root", self.spool_root, *self.worker_args,
         ]  # fmt: skip
         process = subprocess.Popen(
             command,

@@ -27,7 +27,9 @@ class DistributedConfig:
             machine). Defaults 500000 rows and 8 MiB; `broadcast_join_rows=None` leaves
             DataFusion's settings as they are.
         embedded_workers: workers the embedded cluster starts when no workers are given. Default 2.
-        compression: codec of exchanged Arrow IPC files: "lz4", "zstd" or None. Default "lz4".
+        compression: codec of exchanged Arrow IPC files: "lz4", "zstd", None, or "auto": None
+            when the workers' outputs are read in place (a cluster the library started on this
+            host), "lz4" otherwise. Default "auto".
         connect_timeout: seconds to wait for a worker to answer a short call. Default 30.
         task_timeout: seconds a task may run before the query fails. Default 600.
         task_attempts: tries of a task whose worker was lost (the task reruns on another
@@ -50,7 +52,7 @@ class DistributedConfig:
     broadcast_join_rows: int | None = 500_000
     broadcast_join_bytes: int = 8 * MiB
     embedded_workers: int = 2
-    compression: str | None = "lz4"
+    compression: str | None = "auto"
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
     task_attempts: int = 3
@@ -65,8 +67,8 @@ class DistributedConfig:
             raise ValueError("broadcast_join_rows and broadcast_join_bytes must not be negative")
         if self.embedded_workers < 1:
             raise ValueError("embedded_workers must be at least 1")
-        if self.compression not in (None, "lz4", "zstd"):
-            raise ValueError("compression must be None, 'lz4' or 'zstd'")
+        if self.compression not in (None, "lz4", "zstd", "auto"):
+            raise ValueError("compression must be None, 'lz4', 'zstd' or 'auto'")
         if self.task_attempts < 1:
             raise ValueError("task_attempts must be at least 1")
         if self.connect_timeout <= 0 or self.task_timeout <= 0:

@@ -132,6 +132,18 @@ class DistributedContext:
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # -- queries ------------------------------------------------------------------------------
+    def local_spools(self) -> tuple[str, ...]:
+        """Spools of workers on this host (a cluster the library started): read in place."""
+        root = getattr(self.resolver, "shared_spool_root", None)
+        return (root,) if root else ()
+
+    def exchange_compression(self) -> str | None:
+        """The codec of exchange files: with "auto", none when they are read in place (no copy
+        to save, and compressing costs CPU), lz4 when they cross the network."""
+        if self.config.compression != "auto":
+            return self.config.compression
+        return None if self.local_spools() else "lz4"
+
     def workers(self) -> list[str]:
         urls = self.resolver.get_urls()
         if not urls:
@@ -264,10 +276,11 @@ class DistributedDataFrame:
             plan,
             self._dctx.workers(),
             self._dctx.clients,
-            compression=self._dctx.config.compression,
+            compression=self._dctx.exchange_compression(),
             session_builder=self._dctx.session_builder,
             task_attempts=self._dctx.config.task_attempts,
             handlers=handlers,
+            local_spools=self._dctx.local_spools(),
         )
         stream = self._cancellable(run)
         try:

@@ -30,6 +30,7 @@ from ..metrics.recorder import TaskRecorder
 from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
 from ..worker.session import SessionBuilder, task_session
+from ..worker.spool import readable_in_place
 from ..worker.task_execution import (
     ResolvedInput,
     local_file,
@@ -71,6 +72,7 @@ class QueryRun:
         session_builder: SessionBuilder | None = None,
         task_attempts: int = 3,
         handlers: HandlerChain | None = None,
+        local_spools: Sequence[str] = (),
     ):
         if not workers:
             raise ValueError("no workers to run the query on")
@@ -80,6 +82,7 @@ class QueryRun:
         self.compression = compression
         self.session_builder = session_builder
         self.task_attempts = task_attempts
+        self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
         self.dead: set[str] = set()
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.query_id = uuid.uuid4().hex
@@ -289,6 +292,8 @@ class QueryRun:
             self.events.head_finished(self.plan.final.id, rows, recorder.finish(physical))
 
     def _fetch(self, location: FileLocation, scratch: str) -> tuple[ScannedFile, int]:
+        if readable_in_place(location.path, location.size, self.local_spools):
+            return local_file(location.path), 0
         path = os.path.join(
             scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )

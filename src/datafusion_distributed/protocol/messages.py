@@ -29,6 +29,12 @@ class ProtocolError(ValueError):
     """A message that is malformed, too large, or of another protocol version."""
 
 
+def _short(value: Any, limit: int = 40) -> str:
+    """`repr(value)`, cut to `limit` characters: an error must not echo a hostile message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ProtocolError(message)
@@ -166,7 +172,7 @@ def _load(data: bytes, expected: set[str]) -> dict:
     version = body.pop("version", None)
     _check(
         version == PROTOCOL_VERSION,
-        f"unsupported protocol version {version!r}: this side speaks version {PROTOCOL_VERSION}",
+        f"unsupported protocol version {_short(version)}: this side speaks version {PROTOCOL_VERSION}",
     )
     unknown = set(body) - expected
     _check(not unknown, f"unknown fields {sorted(unknown)}")

@@ -36,7 +36,7 @@ from ..protocol.messages import (
 )
 from .cancellation import Cancellations
 from .session import SessionBuilder, accepts_runtime, task_session
-from .spool import Spool
+from .spool import Spool, readable_in_place
 from .task_execution import local_file, prepare_task_plan, resolve_inputs, write_task_outputs
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ class FlightWorker(flight.FlightServerBase):
         spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
         memory_limit_bytes: DataFusion memory pool of each task (a fair spill pool).
         handlers: event handlers whose `rewrite_plan` may replace a task's plan before it runs.
+        shared_spool_root: a folder holding the spools of workers on this host (this one's
+            included): their outputs are read from disk where they are instead of fetched.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class FlightWorker(flight.FlightServerBase):
         spool_quota_bytes: int | None = None,
         memory_limit_bytes: int | None = None,
         handlers: Sequence[Any] | None = None,
+        shared_spool_root: str | None = None,
     ):
         auth_token = auth_token or token_from_env()
         if auth_token is None and not insecure_no_auth:
@@ -105,6 +108,7 @@ class FlightWorker(flight.FlightServerBase):
         self.authenticated = auth_token is not None
         self.memory_limit_bytes = memory_limit_bytes
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
+        self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
         self._session_builder = session_builder
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
@@ -191,11 +195,7 @@ class FlightWorker(flight.FlightServerBase):
         }
 
     def _locate(self, message: RunTask, location: FileLocation, folder: str) -> tuple[ScannedFile, int]:
-        if (
-            location.worker == message.worker
-            and self.spool.owns(location.path)
-            and os.path.exists(location.path)
-        ):
+        if readable_in_place(location.path, location.size, self._readable_spools):
             return local_file(location.path), 0
         self._cancelled.check(message.query_id)
         self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)

@@ -16,8 +16,25 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 
 from ..protocol.messages import check_query_id
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether `path` lies inside `folder` (after resolving links)."""
+    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+
+
+def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bool:
+    """Whether a task output at `path` can be read where it is rather than fetched: it lies in
+    one of `folders` (spools on this host) and has the size its producer reported."""
+    if path is None or not any(inside(path, folder) for folder in folders):
+        return False
+    try:
+        return os.path.getsize(path) == size
+    except OSError:
+        return False
 
 
 class SpoolQuotaExceeded(RuntimeError):
@@ -49,11 +66,6 @@ class Spool:
         return os.path.join(
             self.query_dir(query_id), "inputs", f"stage-{int(stage)}-task-{int(task)}-attempt-{int(attempt)}"
         )
-
-    def owns(self, path: str) -> bool:
-        """Whether `path` lies inside this spool (for inputs read in place)."""
-        real = os.path.realpath(path)
-        return real.startswith(os.path.realpath(self.root) + os.sep)
 
     # -- quota --------------------------------------------------------------------------------
     def used_bytes(self) -> int:
