@@ -1,12 +1,15 @@
 """Peak memory of worker processes on one query, with and without a memory limit.
 
     python benchmarks/memory.py --sf 1 --query 18 --workers 2 --memory-limit-mb 256
+    python benchmarks/memory.py --sql "SELECT count(*) FROM (SELECT l_comment FROM lineitem GROUP BY 1)"
 
 Each worker's peak resident set (VmHWM from /proc, Linux only) is read after the query; the
 answer is checked against single-node DataFusion. A worker with `--memory-limit-bytes` runs its
 tasks under DataFusion's fair spill pool, so operators that can spill (sorts, aggregations,
 joins' build sides where supported) spill to disk instead of growing, and task outputs stream
-to the spool batch by batch.
+to the spool batch by batch. Printed next to the peaks: each worker's resident set once started
+(before any query) and the bytes the query's stages wrote to the spools, which a stage would hold
+in memory if its output were not streamed to disk.
 """
 
 from __future__ import annotations
@@ -21,30 +24,35 @@ from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
 
-def peak_rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """A process's peak (VmHWM) or current (VmRSS) resident set, from /proc."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc status")
+    raise RuntimeError(f"no {field} in /proc status")
 
 
-def run(args: argparse.Namespace, limit_mb: int | None) -> tuple[list[float], float]:
+def run(args: argparse.Namespace, sql: str, limit_mb: int | None) -> dict:
     path = tpch_data(args.sf)
     worker_args = ["--memory-limit-bytes", str(limit_mb * 1024 * 1024)] if limit_mb else []
     with LocalCluster(args.workers, worker_args=worker_args) as cluster:
+        idle = [rss_mb(p.pid, "VmRSS") for p in cluster.processes]
         ctx = SessionContext()
         register_tpch(ctx, path)
         config = DistributedConfig(partitions_per_task=args.partitions_per_task)
         with DistributedContext(ctx, workers=cluster, config=config) as dctx:
-            sql = tpch_query(args.query)
             started = time.perf_counter()
-            got = dctx.sql(sql).to_arrow_table()
+            df = dctx.sql(sql)
+            got = df.to_arrow_table()
             seconds = time.perf_counter() - started
+            plan = df.distributed_plan()
+            spooled = sum(df.metrics.stage(s.id).bytes for s in plan.stages[:-1])
         single = SessionContext()
         register_tpch(single, path)
         assert_tables_equal(got, single.sql(sql).to_arrow_table(), sql=sql)
-        return [peak_rss_mb(p.pid) for p in cluster.processes], seconds
+        peaks = [rss_mb(p.pid) for p in cluster.processes]
+        return {"seconds": seconds, "idle": idle, "peaks": peaks, "spooled_mb": spooled / 1e6}
 
 
 def main() -> None:
@@ -53,16 +61,23 @@ def main() -> None:
     )
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--query", type=int, default=18)
+    parser.add_argument("--sql", help="run this query (over the TPC-H tables) instead of --query")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--partitions-per-task", type=int, default=1)
     parser.add_argument("--memory-limit-mb", type=int, default=256)
     args = parser.parse_args()
+    sql = args.sql or tpch_query(args.query)
+    name = "query" if args.sql else f"q{args.query:02d}"
     for limit in (None, args.memory_limit_mb):
-        peaks, seconds = run(args, limit)
+        r = run(args, sql, limit)
         label = f"{limit} MiB pool" if limit else "no limit"
         print(
-            f"q{args.query:02d} SF {args.sf:g}, {label:>12}: {seconds:6.2f}s, worker peak RSS "
-            + ", ".join(f"{p:.0f} MB" for p in peaks)
+            f"{name} SF {args.sf:g}, {label:>12}: {r['seconds']:6.2f}s, "
+            f"{r['spooled_mb']:.0f} MB written to spools, worker RSS at start "
+            + ", ".join(f"{m:.0f}" for m in r["idle"])
+            + " MB, peak "
+            + ", ".join(f"{m:.0f}" for m in r["peaks"])
+            + " MB"
         )
 
 
