@@ -1,11 +1,12 @@
-"""A session hook: how a worker builds the SessionContext each task runs in.
+"""A session hook: how a worker builds the SessionContext its tasks run in.
 
     datafusion-distributed worker --port 50051 --session-hook session_hook:build_session
 
 (run from the examples/ folder, or with examples/ on PYTHONPATH, so `session_hook` imports).
-The worker calls the hook once per task with a SessionConfig that already holds the settings
-every task needs; register object stores, UDFs or more settings on the context it returns. The
-coordinator uses the same kind of hook for the stage it runs itself:
+The worker calls the hook once, when its first task arrives, with a SessionConfig that already
+holds the settings every task needs, and runs all its tasks in the context it returns: register
+object stores, UDFs or more settings there. The coordinator uses the same kind of hook for the
+stage it runs itself (once per query):
 `DistributedContext(ctx, workers=..., session_builder=build_session)`.
 """
 
@@ -24,5 +25,5 @@ def build_session(config: SessionConfig) -> SessionContext:
     # Object stores the plans read from must be registered here, for example:
     #   from datafusion.object_store import AmazonS3
     #   ctx.register_object_store("s3://my-bucket", AmazonS3(bucket_name="my-bucket", region="eu-west-1"))
-    log.info("task session built (batch size 16384)")
+    log.info("worker session built (batch size 16384)")
     return ctx

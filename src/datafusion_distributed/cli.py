@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--shared-spool-root",
         help="folder holding the spools of this host's workers: read their outputs in place, not fetched",
     )
-    worker.add_argument("--session-hook", help="module:function building each task's SessionContext")
+    worker.add_argument(
+        "--session-hook", help="module:function building the SessionContext the worker's tasks run in"
+    )
     worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")
     worker.add_argument(
         "--auth-token",
@@ -165,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--spool-quota-bytes", type=int, help="most bytes the spool may hold; tasks passing it fail"
     )
     worker.add_argument(
-        "--memory-limit-bytes", type=int, help="memory pool of each task (DataFusion fair spill pool)"
+        "--memory-limit-bytes",
+        type=int,
+        help="memory pool shared by the worker's tasks (DataFusion fair spill pool)",
     )
     worker.set_defaults(run=run_worker)
 

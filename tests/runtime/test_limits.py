@@ -76,3 +76,20 @@ def test_memory_limit_needs_a_hook_that_takes_the_runtime(tmp_path):
             memory_limit_bytes=1 << 20,
             auth_token="t",
         )
+
+
+def test_a_worker_builds_one_session_for_all_its_tasks(ctx):
+    """The hook runs once per worker, so a memory limit bounds the worker, not each task."""
+    built = []
+
+    def hook(config, runtime=None):
+        built.append(runtime)
+        return SessionContext(config, runtime)
+
+    with EmbeddedCluster(2, session_builder=hook, memory_limit_bytes=256_000_000) as cluster:
+        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+            for _ in range(3):
+                assert sum(r["n"] for r in dctx.sql(JOIN).to_pylist()) == 200_000
+            tasks = sum(len(s.tasks) for s in dctx.sql(JOIN).distributed_plan().stages[:-1])
+    assert tasks >= 2  # every run sent several tasks to the two workers
+    assert len(built) == 2 and all(runtime is not None for runtime in built)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
+from datafusion import SessionContext
 
 from .. import __version__
 from ..codec import ScannedFile
@@ -50,7 +51,8 @@ class FlightWorker(flight.FlightServerBase):
     Args:
         host, port: where to listen (port 0 picks a free port; see `url`).
         spool_dir: folder for task outputs and fetched inputs.
-        session_builder: hook building each task's SessionContext (object stores, UDFs, config).
+        session_builder: hook building the worker's SessionContext (object stores, UDFs, config),
+            called once, before the first task; every task runs in that session.
         spool_ttl: seconds after which an abandoned query's spool folder is swept.
         auth_token: the cluster's shared token (default: DATAFUSION_DISTRIBUTED_TOKEN); calls
             without it are refused. Required unless `insecure_no_auth` is True.
@@ -58,7 +60,8 @@ class FlightWorker(flight.FlightServerBase):
             (`grpc+tls://`). tls_root_certs: CAs to trust when fetching from other workers
             (default: `tls_cert` itself, right for one self-signed certificate).
         spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
-        memory_limit_bytes: DataFusion memory pool of each task (a fair spill pool).
+        memory_limit_bytes: DataFusion memory pool (a fair spill pool) shared by all the tasks
+            this worker runs at once.
         handlers: event handlers whose `rewrite_plan` may replace a task's plan before it runs.
         shared_spool_root: a folder holding the spools of workers on this host (this one's
             included): their outputs are read from disk where they are instead of fetched.
@@ -111,6 +114,8 @@ class FlightWorker(flight.FlightServerBase):
         self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
         self._session_builder = session_builder
+        self._session: SessionContext | None = None  # built by the first task, then shared
+        self._session_lock = threading.Lock()
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
             timeout=fetch_timeout,
@@ -220,7 +225,7 @@ class FlightWorker(flight.FlightServerBase):
             inputs, fetched = resolve_inputs(
                 message.inputs, lambda loc: recorder.read(loc, self._locate, message, loc, folder)
             )
-            ctx = task_session(self._session_builder, self.memory_limit_bytes)
+            ctx = self._task_session()
             plan = prepare_task_plan(ctx, message.plan, inputs)
             plan = self._handlers.rewrite_plan(
                 PlanRewriteRequest(
@@ -254,6 +259,15 @@ class FlightWorker(flight.FlightServerBase):
             fetched_bytes=fetched,
             metrics=recorder.finish(plan),
         )
+
+    def _task_session(self) -> SessionContext:
+        """The session every task runs in: one per worker, so its memory pool bounds the worker
+        (not each task) and no task pays for building one. A hook that fails is tried again by
+        the next task."""
+        with self._session_lock:
+            if self._session is None:
+                self._session = task_session(self._session_builder, self.memory_limit_bytes)
+            return self._session
 
     def _describe(self, exc: Exception) -> str:
         text = str(exc)
