@@ -1,11 +1,13 @@
 """Broadcast thresholds side by side: TPC-H over one cluster with two join-threshold settings.
 
-    python benchmarks/broadcast_joins.py --sf 1 --queries 3,5,18,21 [--rows 500000 --bytes 8388608]
+    python benchmarks/broadcast_joins.py --sf 1 --queries 3,5,18,21 [--rows 2000000 --bytes 67108864]
+    python benchmarks/broadcast_joins.py --baseline 500000,8388608 --rows 2000000 --bytes 67108864
 
 Runs each query, interleaved and 3 times, on single-node DataFusion and on two
-DistributedContexts sharing one LocalCluster: one with DataFusion's own thresholds for
-collecting a hash join's smaller side (131072 rows, 1 MiB) and one with `--rows` / `--bytes`
-(DistributedConfig.broadcast_join_rows/bytes). Every answer is checked against single-node;
+DistributedContexts sharing one LocalCluster: one with the `--baseline` thresholds for
+collecting a hash join's smaller side (default DataFusion's own: 131072 rows, 1 MiB) and one
+with `--rows` / `--bytes` per copy (by default what DistributedConfig.broadcast_total_rows/bytes
+give for `--workers`). Every answer is checked against single-node;
 medians are printed with the stage counts of both plans.
 """
 
@@ -30,15 +32,29 @@ def main() -> None:
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
-    parser.add_argument("--rows", type=int, default=DistributedConfig.broadcast_join_rows)
-    parser.add_argument("--bytes", type=int, default=DistributedConfig.broadcast_join_bytes)
+    parser.add_argument(
+        "--rows", type=int, help="per-copy row threshold (default: the config's for --workers)"
+    )
+    parser.add_argument(
+        "--bytes", type=int, help="per-copy byte threshold (default: the config's for --workers)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=",".join(map(str, DATAFUSION_DEFAULTS)),
+        help="ROWS,BYTES thresholds to compare against (default DataFusion's)",
+    )
     parser.add_argument("--iterations", type=int, default=3)
     args = parser.parse_args()
+    args.rows = args.rows if args.rows is not None else DistributedConfig.broadcast_total_rows // args.workers
+    args.bytes = (
+        args.bytes if args.bytes is not None else DistributedConfig.broadcast_total_bytes // args.workers
+    )
     queries = [int(q) for q in args.queries.split(",")] if args.queries else list(TPCH_QUERY_NUMBERS)
     path = tpch_data(args.sf)
     single = SessionContext(SessionConfig().with_target_partitions(args.workers))
     register_tpch(single, path)
-    variants = {"datafusion": DATAFUSION_DEFAULTS, "broadcast": (args.rows, args.bytes)}
+    baseline_rows, baseline_bytes = (int(x) for x in args.baseline.split(","))
+    variants = {"baseline": (baseline_rows, baseline_bytes), "broadcast": (args.rows, args.bytes)}
     totals = dict.fromkeys(["single", *variants], 0.0)
     with LocalCluster(args.workers) as cluster:
         contexts = {}
@@ -46,10 +62,12 @@ def main() -> None:
             ctx = SessionContext()
             register_tpch(ctx, path)
             config = DistributedConfig(
-                partitions_per_task=1, broadcast_join_rows=rows, broadcast_join_bytes=size
+                partitions_per_task=1,
+                broadcast_total_rows=rows * args.workers,
+                broadcast_total_bytes=size * args.workers,
             )
             contexts[name] = DistributedContext(ctx, workers=cluster, config=config)
-        print(f"{'query':>5} {'single':>8} {'datafusion':>11} {'broadcast':>10}  stages")
+        print(f"{'query':>5} {'single':>8} {'baseline':>11} {'broadcast':>10}  stages")
         for n in queries:
             sql = tpch_query(n)
             expected = single.sql(sql).to_arrow_table()
@@ -68,14 +86,14 @@ def main() -> None:
                 totals[name] += value
             stages = "/".join(str(len(d.sql(sql).distributed_plan().stages)) for d in contexts.values())
             print(
-                f"  q{n:02d} {medians['single']:8.3f} {medians['datafusion']:11.3f} {medians['broadcast']:10.3f}  {stages}"
+                f"  q{n:02d} {medians['single']:8.3f} {medians['baseline']:11.3f} {medians['broadcast']:10.3f}  {stages}"
             )
         for dctx in contexts.values():
             dctx.close()
     ratio = {name: totals[name] / totals["single"] for name in variants}
     print(
-        f"total {totals['single']:8.3f} {totals['datafusion']:11.3f} {totals['broadcast']:10.3f}  "
-        f"ratios {ratio['datafusion']:.2f} / {ratio['broadcast']:.2f}"
+        f"total {totals['single']:8.3f} {totals['baseline']:11.3f} {totals['broadcast']:10.3f}  "
+        f"ratios {ratio['baseline']:.2f} / {ratio['broadcast']:.2f}"
     )
 
 

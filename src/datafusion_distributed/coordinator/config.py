@@ -19,13 +19,16 @@ class DistributedConfig:
         max_tasks_per_stage: cap on tasks per stage; 0 means the number of workers. Default 0.
         broadcast_inline_bytes: a join build side scanning at most this many bytes, and reading
             no other stage, is computed by each consumer task instead of exchanged. Default 8 MiB.
-        broadcast_join_rows, broadcast_join_bytes: a hash join side DataFusion estimates under
-            these thresholds is broadcast (collected whole by each task of the other side) instead of both
-            sides being shuffled; they set DataFusion's
+        broadcast_total_rows, broadcast_total_bytes: what all the copies of a broadcast join
+            side may add up to. A hash join side DataFusion estimates under these divided by the
+            number of workers is broadcast (collected whole by each task of the other side)
+            instead of both sides being shuffled: they set DataFusion's
             `hash_join_single_partition_threshold_rows` / `hash_join_single_partition_threshold`
             on the wrapped context (its own defaults are 131072 rows and 1 MiB, tuned for one
-            machine). Defaults 500000 rows and 8 MiB; `broadcast_join_rows=None` leaves
-            DataFusion's settings as they are.
+            machine). Dividing by the workers keeps a broadcast cheaper than the shuffle it
+            replaces as the cluster grows. Defaults 4000000 rows and 128 MiB (2000000 rows and
+            64 MiB per copy on 2 workers); `broadcast_total_rows=None` leaves DataFusion's
+            settings as they are.
         embedded_workers: workers the embedded cluster starts when no workers are given. Default 2.
         compression: codec of exchanged Arrow IPC files: "lz4", "zstd", None, or "auto": None
             when the workers' outputs are read in place (a cluster the library started on this
@@ -49,8 +52,8 @@ class DistributedConfig:
     cardinality_factor: float = 1.0
     max_tasks_per_stage: int = 0
     broadcast_inline_bytes: int = 8 * MiB
-    broadcast_join_rows: int | None = 500_000
-    broadcast_join_bytes: int = 8 * MiB
+    broadcast_total_rows: int | None = 4_000_000
+    broadcast_total_bytes: int = 128 * MiB
     embedded_workers: int = 2
     compression: str | None = "auto"
     connect_timeout: float = 30.0
@@ -62,9 +65,9 @@ class DistributedConfig:
 
     def __post_init__(self) -> None:
         if (
-            self.broadcast_join_rows is not None and self.broadcast_join_rows < 0
-        ) or self.broadcast_join_bytes < 0:
-            raise ValueError("broadcast_join_rows and broadcast_join_bytes must not be negative")
+            self.broadcast_total_rows is not None and self.broadcast_total_rows < 0
+        ) or self.broadcast_total_bytes < 0:
+            raise ValueError("broadcast_total_rows and broadcast_total_bytes must not be negative")
         if self.embedded_workers < 1:
             raise ValueError("embedded_workers must be at least 1")
         if self.compression not in (None, "lz4", "zstd", "auto"):

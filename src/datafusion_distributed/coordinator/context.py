@@ -155,14 +155,15 @@ class DistributedContext:
         urls = self.workers()
         settings = dict(PLANNING_SETTINGS)
         settings["datafusion.execution.target_partitions"] = str(len(urls) * self.config.partitions_per_task)
-        if self.config.broadcast_join_rows is not None:
+        if self.config.broadcast_total_rows is not None:
             # A join side this small is broadcast (collected whole by every task) rather than
-            # both sides shuffled: copying a small side beats moving every row of a big one.
+            # both sides shuffled: copying a small side to each worker beats moving every row
+            # of a big one, as long as all the copies together stay small.
             settings["datafusion.optimizer.hash_join_single_partition_threshold_rows"] = str(
-                self.config.broadcast_join_rows
+                self.config.broadcast_total_rows // len(urls)
             )
             settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(
-                self.config.broadcast_join_bytes
+                self.config.broadcast_total_bytes // len(urls)
             )
         with self._settings_lock:
             if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
