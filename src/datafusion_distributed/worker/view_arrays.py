@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 VIEW_TYPES = (pa.string_view(), pa.binary_view())
 INLINE_BYTES = 12  # strings up to this length live inside the 16-byte view itself
-SLACK_BYTES = 1 << 20  # held bytes not worth a copy
+SLACK_BYTES = 64 * 1024  # unused bytes not worth a copy
 
 
 def held_bytes(column: pa.Array) -> int:
@@ -41,7 +41,7 @@ def compact_column(column: pa.Array) -> pa.Array:
     if column.type not in VIEW_TYPES:
         return column
     held = held_bytes(column)
-    if held <= SLACK_BYTES or held <= 2 * used_bytes(column):
+    if held <= SLACK_BYTES or held <= 2 * used_bytes(column) + SLACK_BYTES:
         return column
     plain = pa.string() if column.type == pa.string_view() else pa.binary()
     return column.cast(plain).cast(column.type)
