@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {'  of which no task running (scheduling gaps)':<48} {gaps / k:8.3f}")
             out_total = totals.pop("output partitions (workers, total)", 0.0)
             df_workers = totals.get("DataFusion execution (workers)", 0.0)
-            totals["spool write: IPC encode + lz4 + disk (workers)"] = max(0.0, out_total - df_workers)
+            totals["spool write: IPC encode (+ codec) + disk (workers)"] = max(0.0, out_total - df_workers)
             for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
                 print(f"  {name:<48} {seconds / k:8.3f}")
             print(flush=True)

@@ -15,9 +15,11 @@ in memory if its output were not streamed to disk.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import time
 
-from datafusion import SessionContext
+from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
@@ -55,6 +57,15 @@ def run(args: argparse.Namespace, sql: str, limit_mb: int | None) -> dict:
         return {"seconds": seconds, "idle": idle, "peaks": peaks, "spooled_mb": spooled / 1e6}
 
 
+def single_node_peak(sf: float, sql: str, partitions: int) -> tuple[float, float]:
+    """RSS at start and peak RSS (MB) of a fresh process running `sql` on single-node DataFusion."""
+    start = rss_mb(os.getpid(), "VmRSS")
+    ctx = SessionContext(SessionConfig().with_target_partitions(partitions))
+    register_tpch(ctx, tpch_data(sf))
+    ctx.sql(sql).collect()
+    return start, rss_mb(os.getpid())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -79,6 +90,13 @@ def main() -> None:
             + ", ".join(f"{m:.0f}" for m in r["peaks"])
             + " MB"
         )
+    # For scale: the whole query in one process, on as many partitions as the cluster has.
+    partitions = args.workers * args.partitions_per_task
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        start, peak = pool.apply(single_node_peak, (args.sf, sql, partitions))
+    print(
+        f"{name} SF {args.sf:g}, single-node DataFusion ({partitions} partitions): RSS at start {start:.0f} MB, peak {peak:.0f} MB"
+    )
 
 
 if __name__ == "__main__":
