@@ -355,11 +355,18 @@ class QueryRun:
         self.cancel_remote()
 
     def cancel_remote(self) -> None:
-        """Tell every live worker to stop this query's tasks and delete its data."""
-        for url in dict.fromkeys(self.workers):
-            if url in self.dead:
-                continue  # its spool is swept by its TTL if it comes back
-            try:
-                self.clients.get(url).cancel(self.query_id)
-            except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-                log.warning("could not release query %s on %s: %s", self.query_id, url, exc)
+        """Tell every live worker, all at once, to stop this query's tasks and delete its data.
+
+        Dead workers are skipped: their spools are swept by their TTL if they come back."""
+        live = [url for url in dict.fromkeys(self.workers) if url not in self.dead]
+        with ThreadPoolExecutor(max_workers=max(1, len(live)), thread_name_prefix="release") as pool:
+            for url, error in zip(live, pool.map(self._cancel_on, live), strict=True):
+                if error is not None:
+                    log.warning("could not release query %s on %s: %s", self.query_id, url, error)
+
+    def _cancel_on(self, url: str) -> Exception | None:
+        try:
+            self.clients.get(url).cancel(self.query_id)
+        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
+            return exc
+        return None
