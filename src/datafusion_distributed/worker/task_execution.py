@@ -11,7 +11,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,12 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
 
 FETCH_CONCURRENCY = 4
 
+# Threads that run a plan's partitions, kept between tasks: starting a thread costs about half a
+# millisecond, several per task. Partitions of one plan may wait for each other, so every
+# partition needs a thread of its own at once: the pool reuses idle threads and starts new ones
+# whenever none is idle (the bound is only a guard), never queueing a partition behind others.
+_partition_threads = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="partition")
+
 
 def resolve_inputs(
     task_inputs: Sequence, locate: Callable[[Any], tuple[ScannedFile, int]]
@@ -217,11 +223,8 @@ def stream_partitions(
         except BaseException as exc:  # handed to the consumer
             put(exc)
 
-    threads = [
-        threading.Thread(target=produce, args=(p,), daemon=True, name=f"partition-{p}") for p in range(count)
-    ]
-    for thread in threads:
-        thread.start()
+    for partition in range(count):
+        _partition_threads.submit(produce, partition)
     try:
         finished = 0
         while finished < count:
@@ -306,12 +309,12 @@ def write_task_outputs(
     count = plan.partition_count
     if count == 0:
         return TaskOutput((), None)
-    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="partition") as pool:
-        futures = [
-            pool.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
-            for p in range(count)
-        ]
-        results = [f.result() for f in futures]
+    futures = [
+        _partition_threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
+        for p in range(count)
+    ]
+    wait(futures)  # even when one fails: no partition may still be writing once the task ends
+    results = [f.result() for f in futures]
     schema = next((s for _, s in results if s is not None), None)
     return TaskOutput(
         tuple(out for out, _ in results), schema.serialize().to_pybytes() if schema is not None else None
