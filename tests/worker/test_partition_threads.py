@@ -1,8 +1,11 @@
-"""Every partition of a plan gets a thread at once, from threads kept between tasks."""
+"""Threads kept between tasks: every partition of a plan gets one at once; inputs are located
+a few at a time."""
 
 import threading
+import time
 
 import pyarrow as pa
+import pytest
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed.worker import task_execution
@@ -15,7 +18,7 @@ def test_partitions_waiting_for_each_other_are_never_queued():
     # Partitions of one plan can wait for each other: if the pool queued some behind others,
     # the ones running would wait forever. A barrier of all of them passes only if all run.
     barrier = threading.Barrier(PARTITIONS, timeout=20)
-    futures = [task_execution._partition_threads.submit(barrier.wait) for _ in range(PARTITIONS)]
+    futures = [task_execution._threads.submit(barrier.wait) for _ in range(PARTITIONS)]
     assert sorted(f.result(timeout=30) for f in futures) == list(range(PARTITIONS))
 
 
@@ -42,3 +45,29 @@ def test_a_wide_join_runs_through_the_shared_threads(tmp_path):
     plan = ctx.sql("SELECT probe.k, build.v FROM probe JOIN build ON probe.k = build.k").execution_plan()
     assert plan.partition_count == PARTITIONS
     assert write_task_outputs(ctx, plan, str(tmp_path)).rows == 20_000
+
+
+def test_map_concurrently_keeps_order_bounds_concurrency_and_waits_for_all():
+    running, most, ended = 0, 0, []
+    lock = threading.Lock()
+
+    def work(i):
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.01)
+        with lock:
+            running -= 1
+            ended.append(i)
+        if i == 3:
+            raise ValueError("item 3")
+        return i * 10
+
+    assert task_execution.map_concurrently(lambda i: i * 10, list(range(20)), 4) == [
+        i * 10 for i in range(20)
+    ]
+    with pytest.raises(ValueError, match="item 3"):
+        task_execution.map_concurrently(work, list(range(20)), 4)
+    assert most == 4 and sorted(ended) == list(range(20))  # the others still ran to their end
+    assert task_execution.map_concurrently(work, [], 4) == []

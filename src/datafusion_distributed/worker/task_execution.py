@@ -130,11 +130,33 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
 
 FETCH_CONCURRENCY = 4
 
-# Threads that run a plan's partitions, kept between tasks: starting a thread costs about half a
-# millisecond, several per task. Partitions of one plan may wait for each other, so every
-# partition needs a thread of its own at once: the pool reuses idle threads and starts new ones
-# whenever none is idle (the bound is only a guard), never queueing a partition behind others.
-_partition_threads = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="partition")
+# Threads kept between tasks, for a plan's partitions and for fetching inputs: starting a
+# thread costs about half a millisecond, several per task. Partitions of one plan may wait for
+# each other, so every partition needs a thread of its own at once: the pool reuses idle threads
+# and starts new ones whenever none is idle (the bound is only a guard), never queueing work.
+_threads = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="task")
+
+
+def map_concurrently(fn: Callable[[Any], Any], items: Sequence, concurrency: int) -> list:
+    """`[fn(item) for item in items]`, `concurrency` at a time on kept threads; raises the first
+    error once every call has ended."""
+    results: list = [None] * len(items)
+    pending = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                index = next(pending, None)
+            if index is None:
+                return
+            results[index] = fn(items[index])
+
+    runners = [_threads.submit(drain) for _ in range(min(concurrency, len(items)))]
+    wait(runners)
+    for runner in runners:
+        runner.result()
+    return results
 
 
 def resolve_inputs(
@@ -144,8 +166,7 @@ def resolve_inputs(
     them. `task_inputs` are TaskInput messages; `locate(location)` gives (the local file, bytes
     fetched over the network: 0 when read in place). Returns the inputs and the bytes fetched."""
     locations = [loc for inp in task_inputs for group in (inp.groups or ()) for loc in group]
-    with ThreadPoolExecutor(FETCH_CONCURRENCY, thread_name_prefix="fetch") as pool:
-        located = dict(zip(locations, pool.map(locate, locations), strict=True))
+    located = dict(zip(locations, map_concurrently(locate, locations, FETCH_CONCURRENCY), strict=True))
     resolved = [
         ResolvedInput.of(
             inp,
@@ -224,7 +245,7 @@ def stream_partitions(
             put(exc)
 
     for partition in range(count):
-        _partition_threads.submit(produce, partition)
+        _threads.submit(produce, partition)
     try:
         finished = 0
         while finished < count:
@@ -310,7 +331,7 @@ def write_task_outputs(
     if count == 0:
         return TaskOutput((), None)
     futures = [
-        _partition_threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
+        _threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
         for p in range(count)
     ]
     wait(futures)  # even when one fails: no partition may still be writing once the task ends
