@@ -16,11 +16,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 import pyarrow as pa
 
 from ..codec import ScannedFile
+from ..common.threads import kept_threads, map_concurrently
 from ..distributed_planner.planner import single_task
 from ..events.handlers import HandlerChain, RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
@@ -143,13 +144,13 @@ class QueryRun:
         )
         return self.clients.get(worker).run_task(message)
 
-    def _start_stage(self, stage: Stage, pool: ThreadPoolExecutor) -> dict[Future, tuple[Stage, int]]:
+    def _start_stage(self, stage: Stage) -> dict[Future, tuple[Stage, int]]:
         tasks = self.tasks_run[stage.id] = self._tasks(stage)
         self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.events.stage_started(stage.id, self.placement[stage.id])
         return {
-            pool.submit(self._run_task, stage, t, self.placement[stage.id][t.index]): (stage, t.index)
+            kept_threads.submit(self._run_task, stage, t, self.placement[stage.id][t.index]): (stage, t.index)
             for t in tasks
         }
 
@@ -160,16 +161,13 @@ class QueryRun:
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
         attempts: dict[tuple[int, int], int] = {}
-        # Not a `with` block: leaving it would wait for every task call still in flight, so a
-        # cancelled or failed query would return only when its slowest task did.
-        pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="dispatch")
         try:
             while waiting or running:
                 for stage in list(waiting.values()):
                     if all(inp.producer in self.results for inp in stage.inputs):
                         del waiting[stage.id]
                         started[stage.id] = time.perf_counter()
-                        new = self._start_stage(stage, pool)
+                        new = self._start_stage(stage)
                         partial[stage.id] = [None] * len(new)
                         running.update(new)
                 if not running:
@@ -189,7 +187,8 @@ class QueryRun:
                         retry = self._worker_for(stage, index, attempt)
                         self.placement[stage.id][index] = retry
                         self.events.task_started(stage.id, index, retry, attempt)
-                        running[pool.submit(self._run_task, stage, task, retry, attempt)] = (stage, index)
+                        retried = kept_threads.submit(self._run_task, stage, task, retry, attempt)
+                        running[retried] = (stage, index)
                         continue
                     partial[stage.id][index] = result = self.events.task_finished(
                         stage.id, index, worker, attempts.get((stage.id, index), 0), result
@@ -198,11 +197,10 @@ class QueryRun:
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
         finally:
             for future in running:
-                future.cancel()
+                future.cancel()  # not started yet: never will
             if running:  # stopped early (cancelled, failed): stop the tasks still running
                 self.cancel_remote()
-            # Calls still in flight end once their workers see the cancel; nobody waits.
-            pool.shutdown(wait=not running, cancel_futures=True)
+            # Task calls still in flight end once their workers see the cancel; nobody waits.
 
     def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
         """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
@@ -359,10 +357,9 @@ class QueryRun:
 
         Dead workers are skipped: their spools are swept by their TTL if they come back."""
         live = [url for url in dict.fromkeys(self.workers) if url not in self.dead]
-        with ThreadPoolExecutor(max_workers=max(1, len(live)), thread_name_prefix="release") as pool:
-            for url, error in zip(live, pool.map(self._cancel_on, live), strict=True):
-                if error is not None:
-                    log.warning("could not release query %s on %s: %s", self.query_id, url, error)
+        for url, error in zip(live, map_concurrently(self._cancel_on, live, len(live)), strict=True):
+            if error is not None:
+                log.warning("could not release query %s on %s: %s", self.query_id, url, error)
 
     def _cancel_on(self, url: str) -> Exception | None:
         try:

@@ -11,7 +11,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
 from ..common.fs import makedirs
+from ..common.threads import kept_threads, map_concurrently
 from ..execution_plans.stage import BoundaryKind
 from .cancellation import TaskCancelled
 from .view_arrays import compact_views
@@ -130,34 +131,6 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
 
 FETCH_CONCURRENCY = 4
 
-# Threads kept between tasks, for a plan's partitions and for fetching inputs: starting a
-# thread costs about half a millisecond, several per task. Partitions of one plan may wait for
-# each other, so every partition needs a thread of its own at once: the pool reuses idle threads
-# and starts new ones whenever none is idle (the bound is only a guard), never queueing work.
-_threads = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="task")
-
-
-def map_concurrently(fn: Callable[[Any], Any], items: Sequence, concurrency: int) -> list:
-    """`[fn(item) for item in items]`, `concurrency` at a time on kept threads; raises the first
-    error once every call has ended."""
-    results: list = [None] * len(items)
-    pending = iter(range(len(items)))
-    lock = threading.Lock()
-
-    def drain() -> None:
-        while True:
-            with lock:
-                index = next(pending, None)
-            if index is None:
-                return
-            results[index] = fn(items[index])
-
-    runners = [_threads.submit(drain) for _ in range(min(concurrency, len(items)))]
-    wait(runners)
-    for runner in runners:
-        runner.result()
-    return results
-
 
 def resolve_inputs(
     task_inputs: Sequence, locate: Callable[[Any], tuple[ScannedFile, int]]
@@ -245,7 +218,7 @@ def stream_partitions(
             put(exc)
 
     for partition in range(count):
-        _threads.submit(produce, partition)
+        kept_threads.submit(produce, partition)
     try:
         finished = 0
         while finished < count:
@@ -331,7 +304,7 @@ def write_task_outputs(
     if count == 0:
         return TaskOutput((), None)
     futures = [
-        _threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
+        kept_threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
         for p in range(count)
     ]
     wait(futures)  # even when one fails: no partition may still be writing once the task ends

@@ -1,5 +1,5 @@
-"""Threads kept between tasks: every partition of a plan gets one at once; inputs are located
-a few at a time."""
+"""Threads kept between tasks and queries: every partition of a plan gets one at once, inputs
+are located a few at a time, and tasks leave no threads behind."""
 
 import threading
 import time
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from datafusion import SessionConfig, SessionContext
 
-from datafusion_distributed.worker import task_execution
+from datafusion_distributed.common.threads import kept_threads, map_concurrently
 from datafusion_distributed.worker.task_execution import stream_partitions, write_task_outputs
 
 PARTITIONS = 48  # more than any fixed pool a worker would keep
@@ -18,7 +18,7 @@ def test_partitions_waiting_for_each_other_are_never_queued():
     # Partitions of one plan can wait for each other: if the pool queued some behind others,
     # the ones running would wait forever. A barrier of all of them passes only if all run.
     barrier = threading.Barrier(PARTITIONS, timeout=20)
-    futures = [task_execution._threads.submit(barrier.wait) for _ in range(PARTITIONS)]
+    futures = [kept_threads.submit(barrier.wait) for _ in range(PARTITIONS)]
     assert sorted(f.result(timeout=30) for f in futures) == list(range(PARTITIONS))
 
 
@@ -64,10 +64,8 @@ def test_map_concurrently_keeps_order_bounds_concurrency_and_waits_for_all():
             raise ValueError("item 3")
         return i * 10
 
-    assert task_execution.map_concurrently(lambda i: i * 10, list(range(20)), 4) == [
-        i * 10 for i in range(20)
-    ]
+    assert map_concurrently(lambda i: i * 10, list(range(20)), 4) == [i * 10 for i in range(20)]
     with pytest.raises(ValueError, match="item 3"):
-        task_execution.map_concurrently(work, list(range(20)), 4)
+        map_concurrently(work, list(range(20)), 4)
     assert most == 4 and sorted(ended) == list(range(20))  # the others still ran to their end
-    assert task_execution.map_concurrently(work, [], 4) == []
+    assert map_concurrently(work, [], 4) == []
