@@ -80,22 +80,17 @@ def timed(run) -> tuple[float, pa.Table]:
 
 
 def git_commit() -> str | None:
+    """The checked-out commit, with "-dirty" when tracked files have changed."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent, check=True
+        ).stdout.strip()
+
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).resolve().parent,
-            check=True,
+        return git("rev-parse", "--short", "HEAD") + (
+            "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
         )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).resolve().parent,
-            check=True,
-        )
-        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return None
 
