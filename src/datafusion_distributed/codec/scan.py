@@ -67,10 +67,8 @@ def file_groups(node: bytes) -> list[list[ScannedFile]]:
     for group in iter_fields(conf):
         if group.number != F.CONF_FILE_GROUPS:
             continue
-        files = []
-        for file_field in iter_fields(group.payload(conf)):
-            if file_field.number == F.GROUP_FILES:
-                files.append(_decode_file(file_field.payload(group.payload(conf))))
+        payload = group.payload(conf)
+        files = [_decode_file(f.payload(payload)) for f in iter_fields(payload) if f.number == F.GROUP_FILES]
         groups.append(files)
     return groups
 

@@ -16,15 +16,20 @@ def restore_names(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
+def read_file(path: str) -> Iterator[pa.RecordBatch]:
+    """The batches of one exchange file on this machine."""
+    with pa.OSFile(path) as source:  # copies: the files are deleted after reading
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+
+
 def read_outputs(outputs: Iterable[TaskOutput]) -> Iterator[pa.RecordBatch]:
     for output in outputs:
         if output.schema is None:
             continue
         schema = pa.ipc.read_schema(pa.py_buffer(output.schema))
         for part in output.partitions:
-            if part.path is None:
-                continue
-            with pa.OSFile(part.path) as source:  # copies: the files are deleted after reading
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    yield restore_names(reader.get_batch(i), schema)
+            if part.path is not None:
+                for batch in read_file(part.path):
+                    yield restore_names(batch, schema)

@@ -40,7 +40,7 @@ from ..worker.task_execution import (
     stream_partitions,
 )
 from .cancellation import POLL_SECONDS, CancelScope
-from .gather import restore_names
+from .gather import read_file, restore_names
 from .inputs import exchange_schema, input_groups, needs_single_task
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -291,7 +291,7 @@ class QueryRun:
 
     def _fetch(self, location: FileLocation, scratch: str) -> tuple[ScannedFile, int]:
         if readable_in_place(location.path, location.size, self.local_spools):
-            return local_file(location.path), 0
+            return local_file(location.path, location.size), 0
         path = os.path.join(
             scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
         )
@@ -302,10 +302,11 @@ class QueryRun:
             raise QueryFailed(
                 f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
             ) from exc
-        return local_file(path), size
+        return local_file(path, size), size
 
     def _gather(self) -> Iterator[pa.RecordBatch]:
-        """Stream a multi-task final stage's outputs from the workers that hold them."""
+        """Stream a multi-task final stage's outputs from the workers that hold them (read from
+        disk where they are when the workers share this machine)."""
         final = self.plan.final
         for task, result in enumerate(self.results[final.id]):
             if result.schema is None:
@@ -315,13 +316,19 @@ class QueryRun:
             for part in result.partitions:
                 if part.path is None:
                     continue
-                ticket = Ticket(self.query_id, final.id, task, part.partition)
-                try:
-                    for batch in self.clients.get(worker).stream(ticket):
-                        self.cancel_scope.check()
-                        yield restore_names(batch, schema)
-                except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-                    raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
+                if readable_in_place(part.path, part.bytes, self.local_spools):
+                    batches = read_file(part.path)
+                else:
+                    batches = self._stream(worker, Ticket(self.query_id, final.id, task, part.partition))
+                for batch in batches:
+                    self.cancel_scope.check()
+                    yield restore_names(batch, schema)
+
+    def _stream(self, worker: str, ticket: Ticket) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self.clients.get(worker).stream(ticket)
+        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
+            raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; release every worker's spool data at the end."""

@@ -213,20 +213,23 @@ def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
                 boundary_child=edge.node.children[0].raw,
             )
         )
-    scans = _stage_scans(fragment)
+    # Each scan's files, kind and share per task, decoded once for all the stage's tasks.
+    scans = []
+    for scan, whole in _stage_scans(fragment):
+        groups = file_groups(scan.raw)
+        every = list(range(len(groups)))
+        shares = (
+            [every] * fragment.tasks if whole or fragment.tasks == 1 else _chunks(len(groups), fragment.tasks)
+        )
+        scans.append((scan, groups, scan_kind(scan.raw), shares))
     tasks = []
     for k in range(fragment.tasks):
         restricted, described = {}, []
-        for scan, whole in scans:
-            groups = file_groups(scan.raw)
-            keep = (
-                list(range(len(groups)))
-                if whole or fragment.tasks == 1
-                else _chunks(len(groups), fragment.tasks)[k]
-            )
+        for scan, groups, kind, shares in scans:
+            keep = shares[k]
             if len(keep) != len(groups):
                 restricted[id(scan)] = restrict_file_groups(scan.raw, keep)
-            described.append((scan_kind(scan.raw), tuple(tuple(groups[i]) for i in keep)))
+            described.append((kind, tuple(tuple(groups[i]) for i in keep)))
         task_plan = _replace_nodes(plan, local_nodes, restricted)
         parts = tuple(
             tuple(chunks[k]) if chunks else tuple(range(inp.partitions))

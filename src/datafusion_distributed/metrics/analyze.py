@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..execution_plans.display import display_distributed_plan
 from .explain import explain_analyze, to_graphviz, to_mermaid
 
 FORMATS = ("text", "graphviz", "mermaid")
@@ -37,7 +38,5 @@ def explain(ddf: Any, analyze: bool = False, verbose: bool = False, format: str 
     if format == "mermaid":
         return to_mermaid(plan, metrics)
     if metrics is None:
-        from ..execution_plans.display import display_distributed_plan
-
         return display_distributed_plan(plan)
     return explain_analyze(plan, metrics, verbose)

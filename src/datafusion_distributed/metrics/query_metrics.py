@@ -126,12 +126,3 @@ class QueryMetrics:
 
     def stage(self, stage_id: int) -> StageMetrics | None:
         return self.stages.get(stage_id)
-
-    @property
-    def rows_shuffled(self) -> int:
-        """Rows written by every stage that is not the final one."""
-        return sum(s.rows for sid, s in self.stages.items() if sid != max(self.stages, default=-1))
-
-    @property
-    def bytes_shuffled(self) -> int:
-        return sum(s.bytes for s in self.stages.values())

@@ -100,16 +100,20 @@ class WorkerClient:
     def _call(self, fn, timeout: float):
         try:
             return fn(self._flight(), flight.FlightCallOptions(timeout=timeout))
-        except flight.FlightTimedOutError as exc:
-            raise WorkerTimeout(self.url, timeout) from exc
-        except flight.FlightUnavailableError as exc:
+        except (flight.FlightError, OSError) as exc:
+            raise self._translate(exc, timeout) from exc
+
+    def _translate(self, exc: Exception, timeout: float) -> Exception:
+        """The error a failed call (or a stream failing part way) raises to the coordinator."""
+        if isinstance(exc, flight.FlightTimedOutError):
+            return WorkerTimeout(self.url, timeout)
+        if isinstance(exc, flight.FlightUnavailableError):
             if is_tls_failure(str(exc)):  # a setup error: retrying elsewhere would not help
-                raise WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}") from exc
-            raise WorkerUnreachable(self.url, _server_message(exc)) from exc
-        except flight.FlightError as exc:
-            raise WorkerError(self.url, _server_message(exc), _lost_worker(exc)) from exc
-        except OSError as exc:
-            raise WorkerUnreachable(self.url, str(exc)) from exc
+                return WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}")
+            return WorkerUnreachable(self.url, _server_message(exc))
+        if isinstance(exc, flight.FlightError):
+            return WorkerError(self.url, _server_message(exc), _lost_worker(exc))
+        return WorkerUnreachable(self.url, str(exc))
 
     def _action(self, name: str, body: bytes, timeout: float) -> bytes:
         def call(client, options):
@@ -146,12 +150,8 @@ class WorkerClient:
                 chunk = reader.read_chunk()
             except StopIteration:
                 return
-            except flight.FlightTimedOutError as exc:
-                raise WorkerTimeout(self.url, self.task_timeout) from exc
-            except flight.FlightUnavailableError as exc:
-                raise WorkerUnreachable(self.url, _server_message(exc)) from exc
             except flight.FlightError as exc:
-                raise WorkerError(self.url, _server_message(exc)) from exc
+                raise self._translate(exc, self.task_timeout) from exc
             yield chunk.data
 
     def fetch_to_file(self, ticket: Ticket, path: str, expected_size: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
@@ -276,7 +276,3 @@ def decode_ticket(data: bytes) -> Ticket:
 def decode_query_id(data: bytes) -> str:
     body = _load(data, {"query_id"})
     return check_query_id(body["query_id"])
-
-
-def as_dict(message: Any) -> dict:
-    return asdict(message)

@@ -201,7 +201,7 @@ class FlightWorker(flight.FlightServerBase):
 
     def _locate(self, message: RunTask, location: FileLocation, folder: str) -> tuple[ScannedFile, int]:
         if readable_in_place(location.path, location.size, self._readable_spools):
-            return local_file(location.path), 0
+            return local_file(location.path, location.size), 0
         self._cancelled.check(message.query_id)
         self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)
         makedirs(folder)
@@ -210,7 +210,7 @@ class FlightWorker(flight.FlightServerBase):
         )
         ticket = Ticket(message.query_id, location.stage, location.task, location.partition)
         size = self._clients.get(location.worker).fetch_to_file(ticket, dest, location.size)
-        return local_file(dest), size
+        return local_file(dest, size), size
 
     def _run_task(self, message: RunTask) -> TaskResult:
         started = time.perf_counter()

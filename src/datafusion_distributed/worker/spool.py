@@ -12,6 +12,7 @@ with `SpoolQuotaExceeded`.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -21,15 +22,20 @@ from collections.abc import Sequence
 from ..protocol.messages import check_query_id
 
 
-def inside(path: str, folder: str) -> bool:
-    """Whether `path` lies inside `folder` (after resolving links)."""
-    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+@functools.lru_cache(maxsize=64)
+def _real_folder(folder: str) -> str:
+    """A spool folder with links resolved, once: it is asked for every input file."""
+    return os.path.realpath(folder) + os.sep
 
 
 def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bool:
     """Whether a task output at `path` can be read where it is rather than fetched: it lies in
-    one of `folders` (spools on this host) and has the size its producer reported."""
-    if path is None or not any(inside(path, folder) for folder in folders):
+    one of `folders` (spools on this host; links resolved) and has the size its producer
+    reported."""
+    if path is None:
+        return False
+    real = os.path.realpath(path)
+    if not any(real.startswith(_real_folder(folder)) for folder in folders):
         return False
     try:
         return os.path.getsize(path) == size
@@ -74,13 +80,14 @@ class Spool:
 
     def charge(self, query_id: str, nbytes: int) -> None:
         """Count `nbytes` more against the quota for `query_id`, or raise SpoolQuotaExceeded."""
-        with self._lock:
-            used = sum(self._used.values())
-            if self.quota_bytes is not None and nbytes > 0 and used + nbytes > self.quota_bytes:
-                raise SpoolQuotaExceeded(
-                    f"spool quota exceeded: writing {nbytes} more bytes would take the spool to "
-                    f"{used + nbytes} bytes, past its quota of {self.quota_bytes} (spool_quota_bytes)"
-                )
+        with self._lock:  # called for every batch a task writes: add up only under a quota
+            if self.quota_bytes is not None and nbytes > 0:
+                used = sum(self._used.values())
+                if used + nbytes > self.quota_bytes:
+                    raise SpoolQuotaExceeded(
+                        f"spool quota exceeded: writing {nbytes} more bytes would take the spool to "
+                        f"{used + nbytes} bytes, past its quota of {self.quota_bytes} (spool_quota_bytes)"
+                    )
             self._used[query_id] = max(0, self._used.get(query_id, 0) + nbytes)
 
     def charge_input(self, query_id: str, stage: int, task: int, attempt: int, nbytes: int) -> None:

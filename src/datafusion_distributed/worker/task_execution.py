@@ -151,10 +151,11 @@ def resolve_inputs(
     return resolved, sum(size for _, size in located.values())
 
 
-def local_file(path: str) -> ScannedFile:
-    """A local file as a scan names it (object store path: absolute path without the root)."""
+def local_file(path: str, size: int | None = None) -> ScannedFile:
+    """A local file as a scan names it (object store path: absolute path without the root);
+    `size` when it is already known."""
     absolute = os.path.abspath(path)
-    return ScannedFile(absolute.lstrip("/"), os.path.getsize(absolute))
+    return ScannedFile(absolute.lstrip("/"), os.path.getsize(absolute) if size is None else size)
 
 
 def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
@@ -265,8 +266,9 @@ def _write_partition(
                 batch = batch.cast(schema)
             batch = compact_views(batch)
             if on_write is not None:  # charge what the batch may take before it lands on disk
-                on_write(batch.nbytes)
-                written += batch.nbytes
+                nbytes = batch.nbytes
+                on_write(nbytes)
+                written += nbytes
             writer.write_batch(batch.rename_columns(file_schema.names))
             rows += batch.num_rows
     finally:
