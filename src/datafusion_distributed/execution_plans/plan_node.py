@@ -6,6 +6,12 @@ from dataclasses import dataclass
 
 from datafusion.plan import ExecutionPlan
 
+from ..codec import children as layouts
+
+# (node kind, number of children) -> where the children lie in the node's bytes; None for a
+# kind whose children cannot be cut out (they are serialised one by one instead).
+_LAYOUTS: dict[tuple[int | None, int], layouts.Layout | None] = {}
+
 
 @dataclass(frozen=True)
 class PlanNode:
@@ -18,14 +24,21 @@ class PlanNode:
     children: tuple[PlanNode, ...]
 
     @classmethod
-    def from_plan(cls, plan: ExecutionPlan) -> PlanNode:
+    def from_plan(cls, plan: ExecutionPlan, raw: bytes | None = None) -> PlanNode:
+        """Snapshot `plan`; `raw` is its bytes when already known. The plan is serialised once:
+        each child's bytes are cut out of its parent's."""
         line = plan.display().split("\n", 1)[0].strip()
+        raw = plan.to_bytes() if raw is None else raw
+        children = plan.children()
         return cls(
             name=line.split(":", 1)[0].strip(),
             line=line,
             partitions=plan.partition_count,
-            raw=plan.to_bytes(),
-            children=tuple(cls.from_plan(child) for child in plan.children()),
+            raw=raw,
+            children=tuple(
+                cls.from_plan(child, child_raw)
+                for child, child_raw in zip(children, _children_bytes(raw, children), strict=True)
+            ),
         )
 
     def walk(self):
@@ -47,3 +60,20 @@ class PlanNode:
             if i >= 0:
                 end = min(end, i)
         return rest[:end]
+
+
+def _children_bytes(raw: bytes, children: list[ExecutionPlan]) -> list[bytes]:
+    """The children's serialised bytes: read out of `raw` when their layout is known,
+    otherwise serialised (and the layout learned from them for the next node of the kind)."""
+    if not children:
+        return []
+    key = (layouts.kind(raw), len(children))
+    layout = _LAYOUTS.get(key, ())
+    if layout:
+        found = layouts.read(raw, layout)
+        if found is not None:
+            return found
+    serialised = [child.to_bytes() for child in children]
+    if key not in _LAYOUTS:
+        _LAYOUTS[key] = layouts.learn(raw, serialised)
+    return serialised
