@@ -147,3 +147,32 @@ def test_dataframe_transformations_stay_distributed(dctx, single):
 def test_context_factories_make_distributed_frames(dctx):
     df = dctx.from_pydict({"a": [1, 2, 3]})
     assert df.count() == 3
+
+
+def test_a_query_releases_only_the_workers_it_ran_tasks_on(data_dir, monkeypatch):
+    from datafusion_distributed.protocol.flight import WorkerClient
+
+    released = []
+    original = WorkerClient.cancel
+    monkeypatch.setattr(
+        WorkerClient, "cancel", lambda self, query_id: released.append(self.url) or original(self, query_id)
+    )
+    ctx = SessionContext()
+    ctx.register_parquet("t", str(data_dir / "parquet"))
+
+    class FirstTwoWorkers:  # tasks go to two of the four workers only
+        def route_task(self, request):
+            return request.workers[request.task % 2]
+
+    config = DistributedConfig(partitions_per_task=1, bytes_per_partition=1024, embedded_workers=4)
+    with DistributedContext(ctx, config=config, handlers=[FirstTwoWorkers()]) as dctx:
+        dctx.sql("SELECT 1 AS one").to_arrow_table()  # runs in the coordinator: no worker called
+        assert released == []
+
+        df = dctx.sql("SELECT grp, count(*) AS n FROM t GROUP BY grp")
+        df.to_arrow_table()
+        ran = {task.worker for stage in df.metrics.stages.values() for task in stage.tasks}
+        ran.discard("coordinator")
+        assert len(ran) == 2
+        assert sorted(released) == sorted(ran)
+        assert dctx._cluster.spool_files() == []

@@ -4,7 +4,8 @@ stages run at once, tasks spread over workers, and the final stage streams the r
 Stages are materialised, so a lost worker costs only its work: a task that fails because a
 worker is unreachable is retried on another worker, and outputs the lost worker held are first
 recomputed from their inputs (lineage). Any other error fails the query at once. A query's
-spool data is released on every worker when the query ends, fails or is abandoned.
+spool data is released, on every worker it sent a task to, when the query ends, fails or is
+abandoned.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class QueryRun:
         self.task_attempts = task_attempts
         self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
         self.dead: set[str] = set()
+        self.contacted: set[str] = set()  # workers chosen for a task: the ones holding its data
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.query_id = uuid.uuid4().hex
         self.results: dict[int, list[TaskResult]] = {}
@@ -128,7 +130,9 @@ class QueryRun:
         if not live:
             raise QueryFailed(f"every worker is unreachable: {', '.join(self.workers)}")
         request = RoutingRequest(stage, task, attempt, tuple(live), self.query_id)
-        return self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
+        worker = self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
+        self.contacted.add(worker)  # before the task is sent, so a cancel never misses it
+        return worker
 
     # -- running stages ---------------------------------------------------------------------
     def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
@@ -353,17 +357,19 @@ class QueryRun:
             self.release()
 
     def release(self) -> None:
-        """Delete this query's data on every worker; unreachable workers are left to their TTL sweep.
+        """Delete this query's data on the workers it ran tasks on; unreachable workers are left
+        to their TTL sweep. A query run wholly in the coordinator calls no worker at all.
 
         Sent as `cancel`, which also stops any task of the query still running (after an error,
         a cancellation or an early close) and refuses late ones."""
         self.cancel_remote()
 
     def cancel_remote(self) -> None:
-        """Tell every live worker, all at once, to stop this query's tasks and delete its data.
+        """Tell every live worker chosen for a task, all at once, to stop this query's tasks and
+        delete its data.
 
         Dead workers are skipped: their spools are swept by their TTL if they come back."""
-        live = [url for url in dict.fromkeys(self.workers) if url not in self.dead]
+        live = [url for url in dict.fromkeys(self.workers) if url in self.contacted and url not in self.dead]
         for url, error in zip(live, map_concurrently(self._cancel_on, live, len(live)), strict=True):
             if error is not None:
                 log.warning("could not release query %s on %s: %s", self.query_id, url, error)
