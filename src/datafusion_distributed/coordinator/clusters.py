@@ -22,6 +22,7 @@ import weakref
 from ..protocol.auth import TOKEN_ENV, check_token, new_token
 from ..worker.flight_worker import FlightWorker
 from ..worker.session import SessionBuilder
+from ..worker.spool import query_files
 
 
 class EmbeddedCluster:
@@ -161,10 +162,7 @@ class LocalCluster:
         self._start(os.path.join(self.spool_root, f"worker-{index}"), start_timeout, index)
 
     def spool_files(self) -> list[str]:
-        found = []
-        for folder, _, names in os.walk(self.spool_root):
-            found.extend(os.path.join(folder, n) for n in names)
-        return found
+        return query_files(self.spool_root)
 
     def close(self) -> None:
         with self._lock:

@@ -2,7 +2,9 @@
 
 Paths are always built from validated integers and query ids, never from message text, so a
 ticket cannot name a file outside the spool. Queries left behind by a dead coordinator are
-removed by `sweep` once older than the TTL.
+removed by `sweep` once older than the TTL. A released query's folder leaves the spool at once
+(renamed into `.released/`) and is deleted on a background thread, so the coordinator's
+release call does not wait for the disk.
 
 With a quota, every byte a task writes (outputs) or fetches (inputs) is charged to its query
 before it lands on disk, and given back when the query is released or swept (or, for fetched
@@ -17,9 +19,13 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 
+from ..common.threads import kept_threads
 from ..protocol.messages import check_query_id
+
+RELEASED = ".released"  # folders of released queries, being deleted
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,6 +49,16 @@ def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bo
         return False
 
 
+def query_files(root: str) -> list[str]:
+    """Every file of the queries in the spools under `root`; released queries' files, still
+    being deleted, are not counted."""
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name != RELEASED]
+        found.extend(os.path.join(folder, name) for name in names)
+    return found
+
+
 class SpoolQuotaExceeded(RuntimeError):
     """Writing would take a worker's spool past its quota."""
 
@@ -57,7 +73,10 @@ class Spool:
         self._used: dict[str, int] = {}
         self._inputs: dict[tuple[str, int, int, int], int] = {}  # fetched bytes per task attempt
         self._lock = threading.Lock()
+        self._released = os.path.join(self.root, RELEASED)
         os.makedirs(self.root, exist_ok=True)
+        if os.path.isdir(self._released):  # left by a worker that stopped while deleting
+            kept_threads.submit(shutil.rmtree, self._released, ignore_errors=True)
 
     def query_dir(self, query_id: str) -> str:
         return os.path.join(self.root, check_query_id(query_id))
@@ -99,11 +118,25 @@ class Spool:
 
     # -- clean-up -----------------------------------------------------------------------------
     def release(self, query_id: str) -> None:
-        shutil.rmtree(self.query_dir(query_id), ignore_errors=True)
+        """Take a query's data out of the spool now; its files are deleted in the background."""
+        self._discard(self.query_dir(query_id))
         with self._lock:
             self._used.pop(query_id, None)
             for key in [k for k in self._inputs if k[0] == query_id]:
                 del self._inputs[key]
+
+    def _discard(self, folder: str) -> None:
+        """Move `folder` out of the spool (one rename) and delete it on a background thread."""
+        target = os.path.join(self._released, f"{os.path.basename(folder)}-{uuid.uuid4().hex[:8]}")
+        try:
+            os.makedirs(self._released, exist_ok=True)
+            os.rename(folder, target)
+        except FileNotFoundError:
+            return  # nothing there: the query wrote nothing here, or was released already
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)  # cannot be moved: delete it here
+            return
+        kept_threads.submit(shutil.rmtree, target, ignore_errors=True)
 
     def remove_inputs(self, query_id: str, stage: int, task: int, attempt: int) -> None:
         """Delete the inputs one task attempt fetched (read by that attempt only) and refund them.
@@ -127,10 +160,12 @@ class Spool:
         now = time.time() if now is None else now
         removed = []
         for name in os.listdir(self.root):
+            if name == RELEASED:
+                continue
             path = os.path.join(self.root, name)
             try:
                 if now - os.path.getmtime(path) > self.ttl_seconds:
-                    shutil.rmtree(path, ignore_errors=True)
+                    self._discard(path)
                     removed.append(name)
             except FileNotFoundError:
                 continue
@@ -142,8 +177,12 @@ class Spool:
         return removed
 
     def files(self) -> list[str]:
-        """Every file in the spool (used by health checks and tests)."""
-        found = []
-        for folder, _, names in os.walk(self.root):
-            found.extend(os.path.join(folder, n) for n in names)
-        return found
+        """Every file of the spool's queries (used by health checks and tests)."""
+        return query_files(self.root)
+
+    def deleting(self) -> bool:
+        """Whether released queries' files are still being deleted."""
+        try:
+            return bool(os.listdir(self._released))
+        except FileNotFoundError:
+            return False
