@@ -176,3 +176,22 @@ def test_a_query_releases_only_the_workers_it_ran_tasks_on(data_dir, monkeypatch
         assert len(ran) == 2
         assert sorted(released) == sorted(ran)
         assert dctx._cluster.spool_files() == []
+
+
+def test_the_session_hook_builds_sessions_once_not_per_query(data_dir):
+    built = []
+
+    def hook(config):
+        built.append(config)
+        return SessionContext(config)
+
+    ctx = SessionContext()
+    ctx.register_parquet("t", str(data_dir / "parquet"))
+    sql = "SELECT grp, count(*) AS n FROM t GROUP BY grp ORDER BY grp"
+    with DistributedContext(ctx, config=CONFIG, session_builder=hook) as dctx:
+        dctx.sql(sql).to_arrow_table()
+        first = len(built)  # the head's, and one per worker that ran a task
+        for _ in range(3):
+            dctx.sql(sql).to_arrow_table()
+        assert 2 <= first <= len(dctx.workers()) + 1
+    assert len(built) == first

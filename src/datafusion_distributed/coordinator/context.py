@@ -17,7 +17,7 @@ from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
-from ..worker.session import SessionBuilder
+from ..worker.session import SessionBuilder, task_session
 from .clusters import EmbeddedCluster
 from .config import DistributedConfig
 from .scheduler import QueryRun
@@ -73,7 +73,8 @@ class DistributedContext:
             (such as `LocalCluster`).
         config: planning and runtime settings (see `DistributedConfig`).
         session_builder: for the embedded cluster and the coordinator's head stage, a hook
-            `(SessionConfig) -> SessionContext` building each task's context.
+            `(SessionConfig) -> SessionContext` building the context tasks run in (once per
+            worker, and once for the head stages of this context's queries).
         handlers: event handlers (see `events`), asked before the built-in ones: task counts,
             task routing, lifecycle events; and, on the embedded cluster's workers, plan rewrites.
         progress: show a live progress line while queries run (only on a terminal or in a
@@ -123,6 +124,8 @@ class DistributedContext:
         )
         self._applied: dict[str, str] = {}
         self._settings_lock = threading.Lock()  # queries may be planned from several threads
+        self._head_session: SessionContext | None = None
+        self._head_session_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         if name in _PASSTHROUGH:
@@ -210,6 +213,14 @@ class DistributedContext:
         workers = len(self.workers())
         return plan_stages(df.execution_plan(), self.config.planner(workers), self.handlers)
 
+    def head_session(self) -> SessionContext:
+        """The session the coordinator runs queries' head stages in: built once, by the session
+        hook if there is one, like a worker's (a hook that fails is tried again next query)."""
+        with self._head_session_lock:
+            if self._head_session is None:
+                self._head_session = task_session(self.session_builder)
+            return self._head_session
+
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the embedded cluster (if any) and close connections to workers."""
@@ -278,7 +289,7 @@ class DistributedDataFrame:
             self._dctx.workers(),
             self._dctx.clients,
             compression=self._dctx.exchange_compression(),
-            session_builder=self._dctx.session_builder,
+            head_session=self._dctx.head_session,
             task_attempts=self._dctx.config.task_attempts,
             handlers=handlers,
             local_spools=self._dctx.local_spools(),

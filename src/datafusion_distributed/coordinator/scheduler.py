@@ -14,12 +14,14 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 import pyarrow as pa
+from datafusion import SessionContext
 
 from ..codec import ScannedFile
 from ..common.threads import kept_threads, map_concurrently
@@ -31,7 +33,7 @@ from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
-from ..worker.session import SessionBuilder, task_session
+from ..worker.session import task_session
 from ..worker.spool import readable_in_place
 from ..worker.task_execution import (
     ResolvedInput,
@@ -71,7 +73,7 @@ class QueryRun:
         workers: Sequence[str],
         clients: ClientPool,
         compression: str | None = "lz4",
-        session_builder: SessionBuilder | None = None,
+        head_session: Callable[[], SessionContext] | None = None,
         task_attempts: int = 3,
         handlers: HandlerChain | None = None,
         local_spools: Sequence[str] = (),
@@ -82,9 +84,11 @@ class QueryRun:
         self.workers = list(workers)
         self.clients = clients
         self.compression = compression
-        self.session_builder = session_builder
+        self.head_session = head_session or task_session  # the session the head stage runs in
         self.task_attempts = task_attempts
         self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
+        self._scratch: str | None = None  # where the head's fetched inputs go, made on first use
+        self._scratch_lock = threading.Lock()
         self.dead: set[str] = set()
         self.contacted: set[str] = set()  # workers chosen for a task: the ones holding its data
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
@@ -260,14 +264,14 @@ class QueryRun:
         self.events.stage_finished(stage.id, results, self.stage_seconds[stage.id], self.placement[stage.id])
 
     # -- the result ---------------------------------------------------------------------------
-    def _head_inputs(self, task: TaskPlan, scratch: str) -> tuple[list[ResolvedInput], TaskRecorder]:
+    def _head_inputs(self, task: TaskPlan) -> tuple[list[ResolvedInput], TaskRecorder]:
         """Fetch a single-task final stage's inputs here, recomputing any a lost worker held."""
         for attempt in range(1, self.task_attempts + 1):
             messages = self._task_inputs(self.plan.final, task)  # where the inputs are now
             recorder = TaskRecorder(COORDINATOR, messages)
             try:
                 resolved, _ = resolve_inputs(
-                    messages, lambda loc, recorder=recorder: recorder.read(loc, self._fetch, loc, scratch)
+                    messages, lambda loc, recorder=recorder: recorder.read(loc, self._fetch, loc)
                 )
                 return resolved, recorder
             except QueryFailed as exc:
@@ -278,12 +282,12 @@ class QueryRun:
                 self._recompute_lost_outputs()
         raise AssertionError("unreachable")
 
-    def _head(self, scratch: str) -> Iterator[pa.RecordBatch]:
+    def _head(self) -> Iterator[pa.RecordBatch]:
         """Run a single-task final stage here, over its inputs fetched from the workers."""
         task = self._tasks(self.plan.final)[0]
         self.events.stage_started(self.plan.final.id, [COORDINATOR])
-        resolved, recorder = self._head_inputs(task, scratch)
-        ctx = task_session(self.session_builder)
+        resolved, recorder = self._head_inputs(task)
+        ctx = self.head_session()
         physical = prepare_task_plan(ctx, task.plan, resolved)
         rows = 0
         try:
@@ -293,11 +297,20 @@ class QueryRun:
         finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far
             self.events.head_finished(self.plan.final.id, rows, recorder.finish(physical))
 
-    def _fetch(self, location: FileLocation, scratch: str) -> tuple[ScannedFile, int]:
+    def _scratch_dir(self) -> str:
+        """This query's folder for fetched inputs: most queries read theirs in place or run in
+        the coordinator alone, so it is made only when a file has to be copied here."""
+        with self._scratch_lock:
+            if self._scratch is None:
+                self._scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
+            return self._scratch
+
+    def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
         if readable_in_place(location.path, location.size, self.local_spools):
             return local_file(location.path, location.size), 0
         path = os.path.join(
-            scratch, f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
+            self._scratch_dir(),
+            f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow",
         )
         ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
         try:
@@ -336,12 +349,11 @@ class QueryRun:
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; release every worker's spool data at the end."""
-        scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
         self.events.query_started(len(self.plan.stages))
         try:
             self.run_stages(self.plan.stages[:-1])
             if len(self._tasks(self.plan.final)) == 1:
-                yield from self._head(scratch)
+                yield from self._head()
             else:
                 self.run_stages([self.plan.final])
                 yield from self._gather()
@@ -353,7 +365,8 @@ class QueryRun:
                 self.events.query_failed(exc)
             raise
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
             self.release()
 
     def release(self) -> None:
