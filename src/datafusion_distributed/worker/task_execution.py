@@ -239,6 +239,9 @@ def stream_partitions(
         stop.set()
 
 
+WRITE_BUFFER_BYTES = 1 << 20
+
+
 def _write_partition(
     ctx: SessionContext,
     plan: ExecutionPlan,
@@ -251,6 +254,7 @@ def _write_partition(
     writer = sink = None
     rows = written = 0
     schema = file_schema = None
+    renamed = False
     try:
         for batch in stream_partition(ctx, plan, partition):
             if cancelled is not None and cancelled():
@@ -260,7 +264,9 @@ def _write_partition(
             if writer is None:
                 schema = batch.schema
                 file_schema = unique_names(schema)
-                sink = pa.OSFile(path + ".tmp", "wb")
+                renamed = file_schema.names != schema.names
+                # Buffered: a batch is a dozen small writes (metadata, buffers, padding).
+                sink = pa.output_stream(path + ".tmp", buffer_size=WRITE_BUFFER_BYTES)
                 writer = pa.ipc.new_file(sink, file_schema, options=options)
             elif batch.schema != schema:
                 batch = batch.cast(schema)
@@ -269,7 +275,7 @@ def _write_partition(
                 nbytes = batch.nbytes
                 on_write(nbytes)
                 written += nbytes
-            writer.write_batch(batch.rename_columns(file_schema.names))
+            writer.write_batch(batch.rename_columns(file_schema.names) if renamed else batch)
             rows += batch.num_rows
     finally:
         if writer is not None:
