@@ -10,6 +10,10 @@ joins' build sides where supported) spill to disk instead of growing, and task o
 to the spool batch by batch. Printed next to the peaks: each worker's resident set once started
 (before any query) and the bytes the query's stages wrote to the spools, which a stage would hold
 in memory if its output were not streamed to disk.
+
+For scale, the query also runs on single-node DataFusion in a fresh process, without a limit
+and with the same pool as one worker: a build side that does not fit fails there with
+DataFusion's "Resources exhausted" where each worker, holding part of the data, may fit.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from datafusion import SessionConfig, SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
+from datafusion_distributed.worker.session import memory_limited_runtime
 
 
 def rss_mb(pid: int, field: str = "VmHWM") -> float:
@@ -57,13 +62,22 @@ def run(args: argparse.Namespace, sql: str, limit_mb: int | None) -> dict:
         return {"seconds": seconds, "idle": idle, "peaks": peaks, "spooled_mb": spooled / 1e6}
 
 
-def single_node_peak(sf: float, sql: str, partitions: int) -> tuple[float, float]:
-    """RSS at start and peak RSS (MB) of a fresh process running `sql` on single-node DataFusion."""
+SINGLE_NODE_TIMEOUT = 600  # seconds; a stuck run fails the benchmark instead of hanging it
+
+
+def single_node_peak(sf: float, sql: str, partitions: int, limit_mb: int | None) -> tuple[float, float, str]:
+    """RSS at start and peak RSS (MB) of a fresh process running `sql` on single-node
+    DataFusion, with a memory pool of `limit_mb` if given, and its error ("" if it succeeded)."""
     start = rss_mb(os.getpid(), "VmRSS")
-    ctx = SessionContext(SessionConfig().with_target_partitions(partitions))
+    runtime = memory_limited_runtime(limit_mb * 1024 * 1024) if limit_mb else None
+    ctx = SessionContext(SessionConfig().with_target_partitions(partitions), runtime)
     register_tpch(ctx, tpch_data(sf))
-    ctx.sql(sql).collect()
-    return start, rss_mb(os.getpid())
+    try:
+        ctx.sql(sql).collect()
+        error = ""
+    except Exception as exc:  # DataFusion raises plain Exception, e.g. "Resources exhausted"
+        error = str(exc).splitlines()[0][:160]
+    return start, rss_mb(os.getpid()), error
 
 
 def main() -> None:
@@ -92,11 +106,16 @@ def main() -> None:
         )
     # For scale: the whole query in one process, on as many partitions as the cluster has.
     partitions = args.workers * args.partitions_per_task
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        start, peak = pool.apply(single_node_peak, (args.sf, sql, partitions))
-    print(
-        f"{name} SF {args.sf:g}, single-node DataFusion ({partitions} partitions): RSS at start {start:.0f} MB, peak {peak:.0f} MB"
-    )
+    for limit in (None, args.memory_limit_mb):
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            job = pool.apply_async(single_node_peak, (args.sf, sql, partitions, limit))
+            start, peak, error = job.get(timeout=SINGLE_NODE_TIMEOUT)
+        label = f"{limit} MiB pool" if limit else "no limit"
+        outcome = f"FAILED: {error}" if error else f"peak {peak:.0f} MB"
+        print(
+            f"{name} SF {args.sf:g}, single-node DataFusion ({partitions} partitions), {label}: "
+            f"RSS at start {start:.0f} MB, {outcome}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ processes (and, with ``--embedded``, over the in-process cluster as well).
     python benchmarks/tpch.py --sf 1 --workers 2 --partitions-per-task 1 --iterations 3
     python benchmarks/tpch.py --queries 1,3 --compare benchmarks/results/OLD.json
 
+Next to wall time, each run's CPU time is measured: this process's, plus (for the worker
+processes, Linux only) the workers'. On a machine whose cores both sides keep busy, the CPU
+ratio is the floor under the time ratio: it is the extra work distribution does (exchange
+files written and read, build sides computed by every task), apart from waiting.
+
 Results are written as JSON to ``benchmarks/results/`` (git-ignored).
 """
 
@@ -21,6 +26,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,10 +79,34 @@ def query_numbers(spec: str) -> list[int]:
     return numbers
 
 
-def timed(run) -> tuple[float, pa.Table]:
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of another process so far (Linux /proc), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float | None:
+    """CPU seconds of this process and of `pids` so far; None if any is unknown."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    others = [process_cpu_seconds(pid) for pid in pids]
+    if any(o is None for o in others):
+        return None
+    return usage.ru_utime + usage.ru_stime + sum(others)
+
+
+def timed(run, pids: list[int]) -> tuple[float, float | None, pa.Table]:
+    """Wall seconds, CPU seconds (this process and `pids`) and the table of `run()`."""
+    cpu_start = cpu_seconds(pids)
     start = time.perf_counter()
     table = run()
-    return time.perf_counter() - start, table
+    seconds = time.perf_counter() - start
+    cpu_end = cpu_seconds(pids)
+    cpu = None if cpu_start is None or cpu_end is None else cpu_end - cpu_start
+    return seconds, cpu, table
 
 
 def git_commit() -> str | None:
@@ -95,10 +125,17 @@ def git_commit() -> str | None:
         return None
 
 
-def summary(times: list[float]) -> dict:
+def summary(times: list[float], cpus: list[float | None]) -> dict:
     if not times:
-        return {"best": None, "median": None, "runs": []}
-    return {"best": min(times), "median": statistics.median(times), "runs": times}
+        return {"best": None, "median": None, "runs": [], "cpu_median": None, "cpu_runs": []}
+    known = [c for c in cpus if c is not None]
+    return {
+        "best": min(times),
+        "median": statistics.median(times),
+        "runs": times,
+        "cpu_median": statistics.median(known) if len(known) == len(cpus) else None,
+        "cpu_runs": cpus,
+    }
 
 
 def fmt(seconds: float | None) -> str:
@@ -139,7 +176,10 @@ def run(args: argparse.Namespace) -> int:
         for mode, dctx in contexts.items():
             runners[mode] = lambda sql, d=dctx: d.sql(sql).to_arrow_table()
 
+        # The workers' CPU counts for the worker processes; the embedded cluster's is this process's.
+        pids = {SINGLE: [], DISTRIBUTED: [p.pid for p in cluster.processes], EMBEDDED: []}
         times: dict[int, dict[str, list[float]]] = {n: {m: [] for m in modes} for n in numbers}
+        cpus: dict[int, dict[str, list[float | None]]] = {n: {m: [] for m in modes} for n in numbers}
         errors: dict[int, str] = {}
         stages: dict[int, int] = {}
         print(
@@ -156,16 +196,17 @@ def run(args: argparse.Namespace) -> int:
                     order = modes if i % 2 == 0 else modes[::-1]
                     answers = {}
                     for mode in order:
-                        seconds, answers[mode] = timed(lambda m=mode, s=sql: runners[m](s))
+                        seconds, cpu, answers[mode] = timed(lambda m=mode, s=sql: runners[m](s), pids[mode])
                         if i >= args.warmup:
                             times[n][mode].append(seconds)
+                            cpus[n][mode].append(cpu)
                     for mode in contexts:
                         assert_tables_equal(answers[mode], answers[SINGLE], sql=sql)
             except Exception as exc:  # keep going: one broken query must not hide the others
                 errors[n] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
             line = "  ".join(
-                f"{m} {fmt(summary(times[n][m])['median']).strip()}s" for m in modes if times[n][m]
+                f"{m} {fmt(statistics.median(times[n][m])).strip()}s" for m in modes if times[n][m]
             )
             status = "FAILED" if n in errors else f"{stages.get(n, '?')} stages"
             print(f"  q{n:02d}: {line}  ({status})", flush=True)
@@ -194,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         },
         "queries": {
             f"q{n:02d}": {
-                **{m: summary(times[n][m]) for m in modes},
+                **{m: summary(times[n][m], cpus[n][m]) for m in modes},
                 "stages": stages.get(n),
                 "error": errors.get(n),
             }
@@ -228,15 +269,14 @@ def default_output(args: argparse.Namespace) -> Path:
 def totals(result: dict, modes: list[str]) -> dict:
     """Suite totals over the queries that succeeded in every mode."""
     ok = [q for q, r in result["queries"].items() if not r["error"] and all(r[m]["median"] for m in modes)]
+
+    def total(mode: str, key: str) -> float | None:
+        values = [result["queries"][q][mode].get(key) for q in ok]
+        return None if any(v is None for v in values) else sum(values)
+
     return {
         "queries": len(ok),
-        **{
-            m: {
-                "best": sum(result["queries"][q][m]["best"] for q in ok),
-                "median": sum(result["queries"][q][m]["median"] for q in ok),
-            }
-            for m in modes
-        },
+        **{m: {key: total(m, key) for key in ("best", "median", "cpu_median")} for m in modes},
     }
 
 
@@ -244,13 +284,13 @@ def print_table(result: dict, modes: list[str]) -> None:
     others = modes[1:]
     header = f"{'query':>5} {'stages':>6} | {'single best':>11} {'median':>8}"
     for m in others:
-        header += f" | {m + ' best':>16} {'median':>8} {'ratio':>6}"
+        header += f" | {m + ' best':>16} {'median':>8} {'ratio':>6} {'cpu':>5}"
     print(header)
     print("-" * len(header))
     for q, r in result["queries"].items():
         line = f"{q:>5} {r['stages'] or '-':>6} | {fmt(r[SINGLE]['best']):>11} {fmt(r[SINGLE]['median'])}"
         for m in others:
-            line += f" | {fmt(r[m]['best']):>16} {fmt(r[m]['median'])} {ratio(r[m]['median'], r[SINGLE]['median']):>6}"
+            line += f" | {fmt(r[m]['best']):>16} {fmt(r[m]['median'])} {ratios(r[m], r[SINGLE])}"
         if r["error"]:
             line += "  FAILED"
         print(line)
@@ -258,9 +298,18 @@ def print_table(result: dict, modes: list[str]) -> None:
     t = result["totals"]
     line = f"{'total':>5} {t['queries']:>6} | {fmt(t[SINGLE]['best']):>11} {fmt(t[SINGLE]['median'])}"
     for m in others:
-        line += f" | {fmt(t[m]['best']):>16} {fmt(t[m]['median'])} {ratio(t[m]['median'], t[SINGLE]['median']):>6}"
+        line += f" | {fmt(t[m]['best']):>16} {fmt(t[m]['median'])} {ratios(t[m], t[SINGLE])}"
     print(line)
-    print("(seconds; ratio = median distributed / median single-node; total = sum over queries)")
+    print(
+        "(seconds; ratio = median distributed / median single-node; cpu = the same for CPU seconds,"
+        " coordinator and workers together; total = sum over queries)"
+    )
+
+
+def ratios(run: dict, single: dict) -> str:
+    """The time ratio and the CPU ratio of one mode against single-node."""
+    cpu = ratio(run.get("cpu_median"), single.get("cpu_median")).strip()
+    return f"{ratio(run['median'], single['median']):>6} {cpu:>5}"
 
 
 def print_comparison(old: dict, new: dict, modes: list[str]) -> None:
