@@ -15,14 +15,14 @@ from .wire import LEN, Field, WireError, iter_fields
 Layout = tuple[int, ...]  # field numbers of the node message that hold the children, in order
 
 
-def _message(raw: bytes) -> tuple[int, bytes, list[Field]] | None:
-    """The oneof field number of a plan node, its message, and the message's fields."""
+def _message(raw: bytes) -> tuple[bytes, list[Field]] | None:
+    """A plan node's own message (the payload of its oneof) and that message's fields."""
     try:
         top = list(iter_fields(raw))
         if len(top) != 1 or top[0].wire_type != LEN:
             return None
         body = top[0].payload(raw)
-        return top[0].number, body, list(iter_fields(body))
+        return body, list(iter_fields(body))
     except WireError:
         return None
 
@@ -42,7 +42,7 @@ def read(raw: bytes, layout: Layout) -> list[bytes] | None:
     parsed = _message(raw)
     if parsed is None:
         return None
-    _, body, fields = parsed
+    body, fields = parsed
     by_number: dict[int, list[Field]] = {}
     for field in fields:
         if field.wire_type == LEN and field.number in layout:
@@ -64,7 +64,7 @@ def learn(raw: bytes, children: list[bytes]) -> Layout | None:
     parsed = _message(raw)
     if parsed is None:
         return None
-    _, body, fields = parsed
+    body, fields = parsed
     taken: set[int] = set()
     layout = []
     for child in children:

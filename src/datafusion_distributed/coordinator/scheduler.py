@@ -348,7 +348,7 @@ class QueryRun:
             raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
 
     def execute(self) -> Iterator[pa.RecordBatch]:
-        """Yield the query's result batches; release every worker's spool data at the end."""
+        """Yield the query's result batches; release the query's spool data at the end."""
         self.events.query_started(len(self.plan.stages))
         try:
             self.run_stages(self.plan.stages[:-1])

@@ -76,7 +76,8 @@ class Spool:
         self._released = os.path.join(self.root, RELEASED)
         os.makedirs(self.root, exist_ok=True)
         if os.path.isdir(self._released):  # left by a worker that stopped while deleting
-            kept_threads.submit(shutil.rmtree, self._released, ignore_errors=True)
+            for name in os.listdir(self._released):
+                kept_threads.submit(shutil.rmtree, os.path.join(self._released, name), ignore_errors=True)
 
     def query_dir(self, query_id: str) -> str:
         return os.path.join(self.root, check_query_id(query_id))
@@ -131,10 +132,8 @@ class Spool:
         try:
             os.makedirs(self._released, exist_ok=True)
             os.rename(folder, target)
-        except FileNotFoundError:
-            return  # nothing there: the query wrote nothing here, or was released already
-        except OSError:
-            shutil.rmtree(folder, ignore_errors=True)  # cannot be moved: delete it here
+        except OSError:  # nothing there (the query wrote nothing here), or it cannot be moved
+            shutil.rmtree(folder, ignore_errors=True)
             return
         kept_threads.submit(shutil.rmtree, target, ignore_errors=True)
 
