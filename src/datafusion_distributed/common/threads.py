@@ -18,8 +18,8 @@ kept_threads = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="datafusi
 
 
 def map_concurrently(fn: Callable[[Any], Any], items: Sequence, concurrency: int) -> list:
-    """`[fn(item) for item in items]`, `concurrency` at a time on kept threads; raises the first
-    error once every call has ended."""
+    """`[fn(item) for item in items]`, `concurrency` at a time (the calling thread is one of
+    them, so a single item runs right here); raises an error once every call has ended."""
     results: list = [None] * len(items)
     pending = iter(range(len(items)))
     lock = threading.Lock()
@@ -32,8 +32,11 @@ def map_concurrently(fn: Callable[[Any], Any], items: Sequence, concurrency: int
                 return
             results[index] = fn(items[index])
 
-    runners = [kept_threads.submit(drain) for _ in range(min(concurrency, len(items)))]
-    wait(runners)
+    runners = [kept_threads.submit(drain) for _ in range(min(concurrency, len(items)) - 1)]
+    try:
+        drain()
+    finally:
+        wait(runners)
     for runner in runners:
         runner.result()
     return results

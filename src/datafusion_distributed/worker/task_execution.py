@@ -6,6 +6,7 @@ query runs the same code whether its stages run in one process or across many.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import tempfile
@@ -311,12 +312,16 @@ def write_task_outputs(
     count = plan.partition_count
     if count == 0:
         return TaskOutput((), None)
-    futures = [
-        kept_threads.submit(_write_partition, ctx, plan, p, path_for(p), options, cancelled, on_write)
-        for p in range(count)
-    ]
-    wait(futures)  # even when one fails: no partition may still be writing once the task ends
-    results = [f.result() for f in futures]
+    write = functools.partial(
+        _write_partition, ctx, plan, options=options, cancelled=cancelled, on_write=on_write
+    )
+    # Every partition at once (they may wait on each other); the last one on this thread.
+    futures = [kept_threads.submit(write, p, path_for(p)) for p in range(count - 1)]
+    try:
+        last = write(count - 1, path_for(count - 1))
+    finally:
+        wait(futures)  # even when one fails: no partition may still be writing once the task ends
+    results = [f.result() for f in futures] + [last]
     schema = next((s for _, s in results if s is not None), None)
     return TaskOutput(
         tuple(out for out, _ in results), schema.serialize().to_pybytes() if schema is not None else None
