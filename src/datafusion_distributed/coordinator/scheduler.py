@@ -206,9 +206,8 @@ class QueryRun:
         finally:
             for future in running:
                 future.cancel()  # not started yet: never will
-            if running:  # stopped early (cancelled, failed): stop the tasks still running
-                self.cancel_remote()
-            # Task calls still in flight end once their workers see the cancel; nobody waits.
+            # Stopped early (cancelled, failed): `execute` releases the query at once, which
+            # stops the tasks still running; their calls end then, and nobody waits for them.
 
     def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
         """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
@@ -370,19 +369,12 @@ class QueryRun:
             self.release()
 
     def release(self) -> None:
-        """Delete this query's data on the workers it ran tasks on; unreachable workers are left
-        to their TTL sweep. A query run wholly in the coordinator calls no worker at all.
+        """Delete this query's data on the workers it ran tasks on, all at once. A query run
+        wholly in the coordinator calls no worker; lost workers are left to their TTL sweep.
 
         Sent as `cancel`, which also stops any task of the query still running (after an error,
         a cancellation or an early close) and refuses late ones."""
-        self.cancel_remote()
-
-    def cancel_remote(self) -> None:
-        """Tell every live worker chosen for a task, all at once, to stop this query's tasks and
-        delete its data.
-
-        Dead workers are skipped: their spools are swept by their TTL if they come back."""
-        live = [url for url in dict.fromkeys(self.workers) if url in self.contacted and url not in self.dead]
+        live = sorted(self.contacted - self.dead)
         for url, error in zip(live, map_concurrently(self._cancel_on, live, len(live)), strict=True):
             if error is not None:
                 log.warning("could not release query %s on %s: %s", self.query_id, url, error)
