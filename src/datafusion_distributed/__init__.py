@@ -6,7 +6,7 @@ from .coordinator.cancellation import QueryCancelled, QueryTimedOut  # noqa: E40
 from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
 from .coordinator.config import DistributedConfig  # noqa: E402
 from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
-from .coordinator.scheduler import QueryFailed  # noqa: E402
+from .coordinator.errors import QueryFailed  # noqa: E402
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable  # noqa: E402
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver  # noqa: E402
 from .worker.flight_worker import FlightWorker  # noqa: E402

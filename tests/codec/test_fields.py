@@ -78,6 +78,51 @@ PINS = [
     ("FILE_RANGE", [*FILE, F.FILE_RANGE], INVALID_MESSAGE, "PartitionedFile.range"),
     ("RANGE_START", [*FILE, F.FILE_RANGE], wrong_wire_type(F.RANGE_START), "FileRange.start"),
     ("RANGE_END", [*FILE, F.FILE_RANGE], wrong_wire_type(F.RANGE_END), "FileRange.end"),
+    ("PROJECTION_INPUT", [F.PROJECTION, F.PROJECTION_INPUT], INVALID_MESSAGE, "ProjectionExecNode.input"),
+    ("SORT_KEYS", [F.SORT, F.SORT_KEYS], INVALID_MESSAGE, "SortExecNode.expr"),
+    (
+        "SORT_EXPR_EXPR",
+        [F.SORT, F.SORT_KEYS, F.EXPR_SORT, F.SORT_EXPR_EXPR],
+        INVALID_MESSAGE,
+        "PhysicalSortExprNode.expr",
+    ),
+    (
+        "SORT_PRESERVING_MERGE",
+        [F.SORT_PRESERVING_MERGE, F.SORT_KEYS],
+        INVALID_MESSAGE,
+        "SortPreservingMergeExecNode.expr",
+    ),
+    ("WINDOW_EXPRS", [F.WINDOW_AGG, F.WINDOW_EXPRS], INVALID_MESSAGE, "WindowAggExecNode.window_expr"),
+    (
+        "WINDOW_PARTITION_BY",
+        [F.WINDOW_AGG, F.WINDOW_EXPRS, F.WINDOW_PARTITION_BY],
+        INVALID_MESSAGE,
+        "PhysicalWindowExprNode.partition_by",
+    ),
+    (
+        "GENERATE_SERIES_SCHEMA",
+        [F.GENERATE_SERIES, F.GENERATE_SERIES_SCHEMA],
+        INVALID_MESSAGE,
+        "GenerateSeriesNode.schema",
+    ),
+    (
+        "GENERATE_SERIES_INT64_ARGS",
+        [F.GENERATE_SERIES, F.GENERATE_SERIES_INT64_ARGS],
+        wrong_wire_type(1),
+        "GenerateSeriesArgsInt64.start",
+    ),
+    (
+        "GENERATE_SERIES_TIMESTAMP_ARGS",
+        [F.GENERATE_SERIES, F.GENERATE_SERIES_TIMESTAMP_ARGS],
+        invalid_utf8(F.TIMESTAMP_ARGS_TZ),
+        "GenerateSeriesArgsTimestamp.tz",
+    ),
+    (
+        "GENERATE_SERIES_DATE_ARGS",
+        [F.GENERATE_SERIES, F.GENERATE_SERIES_DATE_ARGS],
+        wrong_wire_type(1),
+        "GenerateSeriesArgsDate.start",
+    ),
 ]
 
 

@@ -81,7 +81,7 @@ def test_partitioned_joins_may_split_whatever_their_type(join_type):
 
 
 def test_unknown_and_order_preserving_nodes_forbid_splitting():
-    assert "not known to be safe" in split_hazard(node("ScalarSubqueryExec: subqueries=1"))
+    assert "not known to be safe" in split_hazard(node("LazyMemoryExec: partitions=1"))
     preserve = node("RepartitionExec: partitioning=Hash([a@0], 4), input_partitions=4, preserve_order=true")
     assert "order-preserving" in split_hazard(preserve)
     for safe in ("ProjectionExec: expr=[a@0 as a]", "FilterExec: a@0 > 1", "DataSourceExec: x"):

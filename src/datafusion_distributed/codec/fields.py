@@ -46,3 +46,40 @@ RANGE_END = 2
 # Our own marker for a stage input inside stage plan bytes: a field number DataFusion's
 # PhysicalPlanNode does not use, so a plan still holding a marker fails to deserialise.
 INPUT_MARKER = 1000
+
+# PhysicalPlanNode's oneof: the other nodes whose own fields we read or write.
+PROJECTION = 4
+SORT = 10
+WINDOW_AGG = 15  # BoundedWindowAggExec and WindowAggExec alike
+SORT_PRESERVING_MERGE = 21
+GENERATE_SERIES = 33  # LazyMemoryExec of generate_series or range
+
+# ProjectionExecNode.
+PROJECTION_INPUT = 1
+
+# SortExecNode and SortPreservingMergeExecNode: the sort keys, each a PhysicalExprNode whose
+# oneof holds a PhysicalSortExprNode, which holds the expression sorted by.
+SORT_KEYS = 2
+EXPR_SORT = 10
+SORT_EXPR_EXPR = 1
+
+# WindowAggExecNode: its window expressions, and each one's PARTITION BY expressions.
+WINDOW_EXPRS = 2
+WINDOW_PARTITION_BY = 5
+
+# GenerateSeriesNode: its output schema and the oneof of its arguments.
+GENERATE_SERIES_SCHEMA = 1
+GENERATE_SERIES_INT64_ARGS = 4
+GENERATE_SERIES_TIMESTAMP_ARGS = 5
+GENERATE_SERIES_DATE_ARGS = 6
+TIMESTAMP_ARGS_TZ = 4  # GenerateSeriesArgsTimestamp
+
+# datafusion_common's Schema, Field, ArrowType and Timestamp: the one column a series makes.
+SCHEMA_COLUMNS = 1
+FIELD_NAME = 1
+FIELD_ARROW_TYPE = 2
+ARROW_TYPE_INT64 = 10
+ARROW_TYPE_TIMESTAMP = 20
+TIMESTAMP_TIME_UNIT = 1
+TIMESTAMP_TIMEZONE = 2
+TIME_UNIT_NANOSECOND = 3  # TimeUnit enum value

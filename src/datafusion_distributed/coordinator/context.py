@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext
 
-from ..distributed_planner.planner import plan_stages
+from ..distributed_planner.planner import plan_query
 from ..events.handlers import HandlerChain
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
@@ -20,15 +20,11 @@ from ..protocol.resolver import StaticResolver, WorkerResolver
 from ..worker.session import SessionBuilder, task_session
 from .clusters import EmbeddedCluster
 from .config import DistributedConfig
+from .errors import QueryFailed
 from .scheduler import QueryRun
 
 if TYPE_CHECKING:
     from ..metrics.query_metrics import QueryMetrics
-
-# Settings the coordinator applies to the user's SessionContext before planning: DataFusion's
-# physical scalar subquery node fills values in one process only, so subqueries are planned as
-# joins instead (as the upstream project does).
-PLANNING_SETTINGS = {"datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery": "false"}
 
 # DataFrame transformations: called on a DistributedDataFrame they return one, so the result
 # still runs distributed.
@@ -122,8 +118,6 @@ class DistributedContext:
             auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
             tls_root_certs=read_pem(self.config.tls_root_certs),
         )
-        self._applied: dict[str, str] = {}
-        self._settings_lock = threading.Lock()  # queries may be planned from several threads
         self._head_session: SessionContext | None = None
         self._head_session_lock = threading.Lock()
 
@@ -153,48 +147,60 @@ class DistributedContext:
             raise ValueError("the worker resolver returned no workers")
         return urls
 
-    def _prepare(self) -> list[str]:
-        """Configure the wrapped context so the next plan fans out to the whole cluster."""
-        urls = self.workers()
-        settings = dict(PLANNING_SETTINGS)
-        settings["datafusion.execution.target_partitions"] = str(len(urls) * self.config.partitions_per_task)
+    def planning_settings(self, workers: int) -> dict[str, str]:
+        """The DataFusion settings a query is planned with for `workers` workers, over the
+        user's own: these few are overridden per query (see docs/configuration.md)."""
+        settings = {"datafusion.execution.target_partitions": str(workers * self.config.partitions_per_task)}
         if self.config.broadcast_total_rows is not None:
             # A join side this small is broadcast (collected whole by every task) rather than
             # both sides shuffled: copying a small side to each worker beats moving every row
             # of a big one, as long as all the copies together stay small.
             settings["datafusion.optimizer.hash_join_single_partition_threshold_rows"] = str(
-                self.config.broadcast_total_rows // len(urls)
+                self.config.broadcast_total_rows // workers
             )
             settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(
-                self.config.broadcast_total_bytes // len(urls)
+                self.config.broadcast_total_bytes // workers
             )
-        with self._settings_lock:
-            if settings != self._applied:  # each SET is a round through DataFusion's SQL planner
-                for key, value in settings.items():
-                    self.ctx.sql(f"SET {key} = {value}")
-                self._applied = settings
-        return urls
+        return settings
+
+    def planning_session(self, workers: int) -> SessionContext:
+        """A copy of the user's session, with the planning settings for `workers` workers.
+
+        The copy shares the user's catalogs, tables, UDFs and object stores and starts from
+        their current settings, so a `SET` of theirs applies, and changing its settings leaves
+        the user's context as it was. (DataFusion's Python API makes such a copy only through
+        `enable_url_table`; a plan made from a logical plan never looks tables up by name, so
+        url tables change nothing here.)"""
+        session = self.ctx.enable_url_table()
+        for key, value in self.planning_settings(workers).items():
+            session.sql(f"SET {key} = {value}")
+        return session
 
     def sql(self, query: str) -> DistributedDataFrame:
         """Plan `query` on the wrapped context; it runs distributed when its result is asked for.
 
         `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns the distributed
-        plan with its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has)."""
+        plan with its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has).
+
+        Raises:
+            QueryFailed: the query does not parse or plan (DataFusion's message).
+        """
         from ..metrics.analyze import split_explain_analyze
 
-        self._prepare()
         explained = split_explain_analyze(query)
         if explained is not None:
             text = self.sql(explained[0]).explain_string(analyze=True, verbose=explained[1])
             return DistributedDataFrame(
                 self, self.ctx.from_pydict({"plan_type": ["Plan with Metrics"], "plan": [text]})
             )
-        return DistributedDataFrame(self, self.ctx.sql(query))
+        return self._frame(self.ctx.sql, query)
 
     def _frame(self, make: Callable[..., DataFrame], *args: Any, **kwargs: Any) -> DistributedDataFrame:
-        """A DataFrame made on the wrapped context (planned for this cluster), distributed."""
-        self._prepare()
-        return DistributedDataFrame(self, make(*args, **kwargs))
+        """A DataFrame made on the wrapped context, distributed."""
+        try:
+            return DistributedDataFrame(self, make(*args, **kwargs))
+        except Exception as exc:  # DataFusion raises plain Exception (or ValueError)
+            raise QueryFailed.of(exc) from exc
 
     def table(self, name: str) -> DistributedDataFrame:
         return self._frame(self.ctx.table, name)
@@ -209,9 +215,17 @@ class DistributedContext:
         return self._frame(self.ctx.read_json, path, **options)
 
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
-        """Cut `df`'s physical plan into stages for the current workers."""
+        """Plan `df` for the current workers, in a copy of the user's session, and cut it into
+        stages (or keep it on one node when it cannot travel faithfully; see `plan_query`)."""
         workers = len(self.workers())
-        return plan_stages(df.execution_plan(), self.config.planner(workers), self.handlers)
+        session = self.planning_session(workers)
+        logical = df.logical_plan()
+        try:
+            physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
+        except Exception as exc:  # DataFusion raises plain Exception
+            raise QueryFailed.of(exc) from exc
+        config = self.config.planner(workers)
+        return plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
 
     def head_session(self) -> SessionContext:
         """The session the coordinator runs queries' head stages in: built once, by the session

@@ -43,14 +43,11 @@ from ..worker.task_execution import (
     stream_partitions,
 )
 from .cancellation import POLL_SECONDS, CancelScope
+from .errors import QueryFailed, as_query_failure
 from .gather import read_file, restore_names
 from .inputs import exchange_schema, input_groups, needs_single_task
 
 log = logging.getLogger("datafusion_distributed.coordinator")
-
-
-class QueryFailed(RuntimeError):
-    """A distributed query failed; the message names the stage, task and worker."""
 
 
 def lost_worker(exc: BaseException) -> str | None:
@@ -287,7 +284,15 @@ class QueryRun:
         self.events.stage_started(self.plan.final.id, [COORDINATOR])
         resolved, recorder = self._head_inputs(task)
         ctx = self.head_session()
-        physical = prepare_task_plan(ctx, task.plan, resolved)
+        yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
+
+    def _in_memory(self) -> Iterator[pa.RecordBatch]:
+        """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was
+        planned in: no bytes, no worker."""
+        self.events.stage_started(self.plan.final.id, [COORDINATOR])
+        yield from self._run_here(self.plan.session, self.plan.physical, TaskRecorder(COORDINATOR, ()))
+
+    def _run_here(self, ctx: SessionContext, physical, recorder: TaskRecorder) -> Iterator[pa.RecordBatch]:
         rows = 0
         try:
             for batch in stream_partitions(ctx, physical, check=self.cancel_scope.check):
@@ -350,23 +355,29 @@ class QueryRun:
         """Yield the query's result batches; release the query's spool data at the end."""
         self.events.query_started(len(self.plan.stages))
         try:
-            self.run_stages(self.plan.stages[:-1])
-            if len(self._tasks(self.plan.final)) == 1:
-                yield from self._head()
-            else:
-                self.run_stages([self.plan.final])
-                yield from self._gather()
+            yield from self._in_memory() if self.plan.in_memory else self._run()
             self.events.query_finished()
-        except BaseException as exc:
-            if isinstance(exc, GeneratorExit):  # the reader stopped early: the query is done
-                self.events.query_finished()
-            else:
-                self.events.query_failed(exc)
+        except GeneratorExit:  # the reader stopped early: the query is done
+            self.events.query_finished()
             raise
+        except BaseException as exc:
+            failure = as_query_failure(exc)
+            self.events.query_failed(failure)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             if self._scratch is not None:
                 shutil.rmtree(self._scratch, ignore_errors=True)
             self.release()
+
+    def _run(self) -> Iterator[pa.RecordBatch]:
+        self.run_stages(self.plan.stages[:-1])
+        if len(self._tasks(self.plan.final)) == 1:
+            yield from self._head()
+        else:
+            self.run_stages([self.plan.final])
+            yield from self._gather()
 
     def release(self) -> None:
         """Delete this query's data on the workers it ran tasks on, all at once. A query run

@@ -9,6 +9,13 @@ plan and one task over all inputs computes exactly what single-node DataFusion c
 
 from __future__ import annotations
 
+import functools
+
+from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
+
+from ..codec import WireError
+from ..codec.ordering import sort_keys, window_partition_keys
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import BoundaryKind
 
@@ -35,6 +42,7 @@ SPLITTABLE_NODES = {
     "PartialSortExec",
     "ProjectionExec",
     "RepartitionExec",
+    "ScalarSubqueryExec",
     "SortExec",
     "SortMergeJoinExec",
     "SortPreservingMergeExec",
@@ -65,8 +73,78 @@ def _collects_left(node: PlanNode) -> bool:
 
 
 def whole_children(node: PlanNode) -> set[int]:
-    """Children every task must read in full: the collected (build) side of a join."""
+    """Children every task must read in full: the collected (build) side of a join, and the
+    subqueries of a ScalarSubqueryExec (child 0 is its input; the others compute the values)."""
+    if node.name == "ScalarSubqueryExec":
+        return set(range(1, len(node.children)))
     return {0} if _collects_left(node) else set()
+
+
+def rebuilds_alone(node: PlanNode) -> bool:
+    """Whether DataFusion can rebuild `node`'s subtree from its bytes on its own.
+
+    Below a ScalarSubqueryExec, expressions read the subquery's value from the surrounding
+    node (`scalar_subquery(<pending>)`, not always shown in the plan's text), and DataFusion
+    refuses to decode them without it: such a subtree cannot become a stage of its own."""
+    try:
+        ExecutionPlan.from_bytes(_decoding_session(), node.raw)
+    except Exception:  # DataFusion raises plain Exception
+        return False
+    return True
+
+
+@functools.cache
+def _decoding_session() -> SessionContext:
+    return SessionContext()
+
+
+# Nodes between a window and the sort feeding it that keep their input's columns where they
+# were (a window only appends its own) and its rows in order.
+_ORDER_KEEPING_NODES = {"BoundedWindowAggExec", "WindowAggExec", "CoalesceBatchesExec", "CooperativeExec"}
+
+
+def _partitions_sorted_in_stage(window: PlanNode) -> bool:
+    """Whether every window function's PARTITION BY columns lead the sort below `window`."""
+    below = window.children[0]
+    while below.name in _ORDER_KEEPING_NODES and below.children:
+        below = below.children[0]
+    try:
+        partitions = window_partition_keys(window.raw)
+        if not any(partitions):
+            return True
+        if below.name not in ("SortExec", "SortPreservingMergeExec"):
+            return False
+        keys = sort_keys(below.raw)
+    except WireError:
+        return False  # bytes we cannot read: assume the worst
+    return all(set(p) <= set(keys[: len(set(p))]) for p in partitions)
+
+
+def ordering_from_below(node: PlanNode) -> str | None:
+    """Why no exchange below `node` may be cut, or None.
+
+    A WindowAggExec, and a BoundedWindowAggExec not in Linear mode, check when rebuilt or run
+    that their input declares their PARTITION BY columns ordered. DataFusion may have found
+    them ordered from facts set below an exchange: a column made constant by a filter (`WHERE
+    a = 1`) or a projection (`1 AS a`), or equal to another (`WHERE a = c`), needs no sort key,
+    so the sort below the window leaves it out, or there is no sort at all. An exchange carries
+    rows, not such facts: once cut there, the consumer reads a scan that declares nothing, and
+    the window fails ("Expects PARTITION BY expression to be ordered", "All partition by
+    columns should have an ordering"). Keeping those exchanges in the window's stage (run as
+    one task) gives it back the plan DataFusion made; sorting in the consumer instead would
+    change that plan. Windows whose PARTITION BY columns lead the sort right below them, the
+    usual plan, need nothing from below and are cut as before.
+    """
+    if node.name not in ("BoundedWindowAggExec", "WindowAggExec") or not node.children:
+        return None
+    if node.line.rsplit("mode=", 1)[-1].startswith("[Linear]"):
+        return None  # a linear window groups rows by hashing: it needs no order
+    if _partitions_sorted_in_stage(node):
+        return None
+    return (
+        f"{node.name} relies on its PARTITION BY columns being ordered by what happens below an "
+        "exchange, which an exchange does not carry"
+    )
 
 
 def split_hazard(node: PlanNode) -> str | None:

@@ -12,18 +12,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 
+from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
 from ..codec.fields import INPUT_MARKER
+from ..codec.generate_series import repaired_series
 from ..codec.wire import encode_len_field
 from ..events.handlers import HandlerChain, TaskCountRequest
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
-from .boundaries import boundary_kind, split_hazard, whole_children
+from .boundaries import (
+    boundary_kind,
+    ordering_from_below,
+    rebuilds_alone,
+    split_hazard,
+    whole_children,
+)
 from .config import PlannerConfig
+from .fidelity import travel_blocker, unserialisable_node
+
+log = logging.getLogger("datafusion_distributed.planner")
 
 
 @dataclass(eq=False)
@@ -47,10 +59,26 @@ class _Fragment:
 
 
 def _collect(
-    fragment: _Fragment, node: PlanNode, whole: bool, is_root: bool, keep_shuffles: bool = False
+    fragment: _Fragment,
+    node: PlanNode,
+    whole: bool,
+    is_root: bool,
+    keep_shuffles: bool = False,
+    uses_subquery: bool = False,
+    kept_by: str | None = None,
 ) -> None:
     kind = None if is_root else boundary_kind(node)
+    if kind is not None and kept_by is not None:
+        # A node above relies on what DataFusion knew of the rows here (see
+        # `ordering_from_below`), which a cut would lose: the exchange stays inside the
+        # stage, which must then see all rows.
+        fragment.hazards.append(f"{kept_by}; the {node.name} below it stays in its stage")
+        kind = None
     if kind is BoundaryKind.SHUFFLE and keep_shuffles:
+        kind = None
+    if kind is not None and uses_subquery and not rebuilds_alone(node):
+        # The exchange stays inside the stage, which must then see all rows.
+        fragment.hazards.append(f"{node.name} reads a scalar subquery's value computed above it")
         kind = None
     if kind is not None:
         child = _Fragment(root=node, kind=kind)
@@ -68,9 +96,18 @@ def _collect(
     # InterleaveExec checks, when rebuilt, that its children are hash partitioned alike; a
     # scan of exchange files declares no partitioning, so shuffles below it stay in place.
     keep_shuffles = keep_shuffles or node.name == "InterleaveExec"
+    kept_by = kept_by or ordering_from_below(node)
     whole_idx = whole_children(node)
     for i, child in enumerate(node.children):
-        _collect(fragment, child, whole or i in whole_idx, is_root=False, keep_shuffles=keep_shuffles)
+        _collect(
+            fragment,
+            child,
+            whole or i in whole_idx,
+            is_root=False,
+            keep_shuffles=keep_shuffles,
+            uses_subquery=uses_subquery or (node.name == "ScalarSubqueryExec" and i == 0),
+            kept_by=kept_by,
+        )
 
 
 def _edge_units(edge: _Edge) -> int:
@@ -174,6 +211,29 @@ def _stage_nodes(root: PlanNode, cut_ids: set[int]):
             yield from _stage_nodes(child, cut_ids)
 
 
+def _with_series_repaired(root: PlanNode) -> PlanNode:
+    """`root` with the bytes of every series generator DataFusion serialises wrongly repaired
+    (see `codec.generate_series`), and so those of its ancestors: every stage, task and
+    boundary subtree is cut from these bytes, so all of them rebuild as planned."""
+    repairs: dict[int, bytes] = {}
+    for node in root.walk():
+        fixed = None if node.children else repaired_series(node.raw)
+        if fixed is not None:
+            repairs[id(node)] = fixed
+    if not repairs:
+        return root
+
+    def rebuild(node: PlanNode) -> PlanNode:
+        if id(node) in repairs:
+            return replace(node, raw=repairs[id(node)])
+        children = tuple(rebuild(child) for child in node.children)
+        if all(new is old for new, old in zip(children, node.children, strict=True)):
+            return node
+        return replace(node, raw=_replace_nodes(node.raw, list(node.walk()), repairs), children=children)
+
+    return rebuild(root)
+
+
 def input_marker(producer: int) -> bytes:
     """The placeholder that stands for producer stage `producer` inside a consumer's plan."""
     return encode_len_field(INPUT_MARKER, f"datafusion-distributed input {producer}".encode())
@@ -254,7 +314,7 @@ def plan_stages(
 ) -> DistributedPlan:
     """Cut a physical plan into stages of tasks (see the module docstring); `handlers` may
     choose task counts (see `events`)."""
-    root = plan if isinstance(plan, PlanNode) else PlanNode.from_plan(plan)
+    root = _with_series_repaired(plan if isinstance(plan, PlanNode) else PlanNode.from_plan(plan))
     final = _Fragment(root=root, kind=None)
     # The root itself may be a boundary (a final sort-preserving merge): then the final stage
     # is just that merge over its producers' outputs.
@@ -264,6 +324,40 @@ def plan_stages(
     stages: list[Stage] = []
     _build_stages(final, stages)
     return DistributedPlan(tuple(stages))
+
+
+def plan_query(
+    plan: ExecutionPlan,
+    session: SessionContext,
+    config: PlannerConfig,
+    handlers: HandlerChain | None = None,
+    logical_plan_text: str = "",
+) -> DistributedPlan:
+    """Cut `plan`, planned in `session`, into stages, or keep it on one node when it cannot
+    travel faithfully as bytes (see `fidelity`; `logical_plan_text` is the query's logical plan
+    with its schemas). Either way the result keeps the in-memory plan, which a plan of one task
+    runs from."""
+    try:
+        root = PlanNode.from_plan(plan)
+    except Exception:  # DataFusion raises plain Exception
+        node = unserialisable_node(plan)
+        return single_node_plan(
+            plan, session, f"{node.split(':', 1)[0]} has no serialised form in DataFusion"
+        )
+    stages = plan_stages(root, config, handlers)
+    if stages.is_distributed:
+        blocker = travel_blocker(plan, root, session, logical_plan_text)
+        if blocker is not None:
+            return single_node_plan(plan, session, blocker)
+    return replace(stages, physical=plan, session=session)
+
+
+def single_node_plan(plan: ExecutionPlan, session: SessionContext, reason: str) -> DistributedPlan:
+    """`plan` as one task run in the coordinator from memory, with the reason it is not split."""
+    log.info("running on one node: %s", reason)
+    root = PlanNode.describe(plan)
+    stage = Stage(0, root, b"", (), (TaskPlan(0, b"", (), ()),), None, f"runs on one node: {reason}")
+    return DistributedPlan((stage,), physical=plan, session=session, single_node=reason)
 
 
 def single_task(stage: Stage) -> TaskPlan:

@@ -27,11 +27,11 @@ class PlanNode:
     def from_plan(cls, plan: ExecutionPlan, raw: bytes | None = None) -> PlanNode:
         """Snapshot `plan`; `raw` is its bytes when already known. The plan is serialised once:
         each child's bytes are cut out of its parent's."""
-        line = plan.display().split("\n", 1)[0].strip()
+        line = _first_line(plan)
         raw = plan.to_bytes() if raw is None else raw
         children = plan.children()
         return cls(
-            name=line.split(":", 1)[0].strip(),
+            name=_name(line),
             line=line,
             partitions=plan.partition_count,
             raw=raw,
@@ -39,6 +39,19 @@ class PlanNode:
                 cls.from_plan(child, child_raw)
                 for child, child_raw in zip(children, _children_bytes(raw, children), strict=True)
             ),
+        )
+
+    @classmethod
+    def describe(cls, plan: ExecutionPlan) -> PlanNode:
+        """Snapshot `plan` for display only, without serialising it (its bytes are empty): for
+        a plan that runs on one node from memory, possibly one DataFusion cannot serialise."""
+        line = _first_line(plan)
+        return cls(
+            name=_name(line),
+            line=line,
+            partitions=plan.partition_count,
+            raw=b"",
+            children=tuple(cls.describe(child) for child in plan.children()),
         )
 
     def walk(self):
@@ -60,6 +73,14 @@ class PlanNode:
             if i >= 0:
                 end = min(end, i)
         return rest[:end]
+
+
+def _first_line(plan: ExecutionPlan) -> str:
+    return plan.display().split("\n", 1)[0].strip()
+
+
+def _name(line: str) -> str:
+    return line.split(":", 1)[0].strip()
 
 
 def _children_bytes(raw: bytes, children: list[ExecutionPlan]) -> list[bytes]:

@@ -8,7 +8,10 @@ split inputs. Plans are kept as DataFusion plan bytes, so nothing here needs a r
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
 from .plan_node import PlanNode
@@ -72,10 +75,15 @@ class DistributedPlan:
     """Stages in dependency order (producers first); the last stage gives the query's result.
 
     When the final stage has one task it runs in the coordinator (the head) and streams its
-    partitions; otherwise it runs on workers and the coordinator streams their outputs.
+    partitions; otherwise it runs on workers and the coordinator streams their outputs. A plan
+    of one stage of one task runs from `physical`, DataFusion's in-memory plan, in `session`,
+    the session it was planned in: it never goes through bytes.
     """
 
     stages: tuple[Stage, ...]
+    physical: ExecutionPlan | None = field(default=None, compare=False, repr=False)
+    session: SessionContext | None = field(default=None, compare=False, repr=False)
+    single_node: str = ""  # why a plan that could be split runs on one node ("" when it does not)
 
     @property
     def final(self) -> Stage:
@@ -86,6 +94,11 @@ class DistributedPlan:
             if stage.id == stage_id:
                 return stage
         raise KeyError(f"no stage {stage_id}")
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the query runs in the coordinator from its in-memory plan."""
+        return self.physical is not None and not self.is_distributed
 
     @property
     def is_distributed(self) -> bool:

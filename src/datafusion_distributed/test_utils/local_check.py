@@ -2,9 +2,7 @@
 
 The helpers follow the rules a distributed plan needs:
 
-* the context plans with ``target_partitions = workers * partitions_per_task`` and with
-  DataFusion's physical uncorrelated scalar subquery node disabled (its value lives in one
-  process);
+* the context plans with ``target_partitions = workers * partitions_per_task``;
 * the physical plan comes from a fresh DataFrame that was never executed (executing fills in
   dynamic filters, which would then be serialised as if they were static);
 * the single-node answer comes from another fresh DataFrame of the same SQL.
@@ -40,11 +38,7 @@ EXCHANGE_NODES = ("CoalescePartitionsExec", "SortPreservingMergeExec")
 
 def planning_session_config(config: PlannerConfig) -> SessionConfig:
     """The SessionConfig a distributed query is planned with."""
-    return (
-        SessionConfig()
-        .with_target_partitions(config.target_partitions)
-        .set("datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery", "false")
-    )
+    return SessionConfig().with_target_partitions(config.target_partitions)
 
 
 def planning_context(

@@ -17,6 +17,7 @@ from datafusion import SessionContext
 
 from .. import __version__
 from ..codec import ScannedFile
+from ..common.errors import is_datafusion_panic
 from ..common.fs import makedirs
 from ..events.handlers import HandlerChain, PlanRewriteRequest
 from ..metrics.recorder import TaskRecorder
@@ -241,7 +242,9 @@ class FlightWorker(flight.FlightServerBase):
                 cancelled=cancelled,
                 on_write=functools.partial(self.spool.charge, query_id),
             )
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and not is_datafusion_panic(exc):
+                raise
             log.warning("%s failed: %s", name, exc)
             lost = next((e.url for e in _causes(exc) if isinstance(e, WorkerUnreachable)), None)
             extra = lost_worker_info(lost) if lost else b""

@@ -1,0 +1,94 @@
+"""Whether a physical plan travels faithfully through DataFusion's own plan serialisation.
+
+A distributed plan reaches its workers as bytes, and DataFusion 55's protobuf round trip is
+lossy for a few constructs: the decoded plan computes something else, with no error. Two checks
+keep such plans on one node, where they run from the in-memory plan:
+
+- constructs known to be lost when encoded (they leave no trace in the decoded plan's text, so
+  only a list finds them); the list comes from running DataFusion's own SQL test files both from
+  the in-memory plan and from the plan decoded from its bytes (`test_utils.slt --mode roundtrip`),
+  and is to be regenerated on every DataFusion upgrade;
+- every other difference the round trip makes to the plan's text (a grouping set dropped, an
+  expression rewritten), found by decoding the plan and comparing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
+
+from ..common.errors import first_line
+from ..execution_plans.plan_node import PlanNode
+
+_WINDOW = r"(?:BoundedWindowAggExec|WindowAggExec):"
+
+# (pattern in a node's display line, what DataFusion 55's serialisation loses there). Found by
+# the round-trip run over DataFusion's SQL test files and by reading datafusion-proto 55.
+LOST_WHEN_ENCODED: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(_WINDOW + r".*IGNORE NULLS"), "IGNORE NULLS of a window function is dropped"),
+    (re.compile(_WINDOW + r".*FILTER \(WHERE"), "the FILTER clause of a window aggregate is dropped"),
+    (
+        # a window function DataFusion reversed to use its input's order is decoded unreversed,
+        # and these three compute something else reversed (offset or n negated)
+        re.compile(_WINDOW + r".*\b(?:lag|lead|nth_value)\("),
+        "the reversal of lag, lead or nth_value is dropped",
+    ),
+    (
+        re.compile(r"file_type=(?:csv|json).*\.(?:gz|bz2|xz|zst)\b"),
+        "the compression of a CSV or JSON scan is dropped",
+    ),
+)
+
+
+def lost_type(logical_plan_text: str) -> str | None:
+    """Why a query whose logical plan (with its schemas) reads `logical_plan_text` would change
+    types when serialised: a Float16 value is encoded as a Float32."""
+    if "Float16" in logical_plan_text:
+        return "a Float16 value becomes Float32 when the plan is serialised"
+    return None
+
+
+def unserialisable_node(plan: ExecutionPlan) -> str:
+    """The first line of the deepest node of `plan` that DataFusion cannot serialise."""
+    for child in plan.children():
+        try:
+            child.to_bytes()
+        except Exception:  # DataFusion raises plain Exception
+            return unserialisable_node(child)
+    return plan.display().split("\n", 1)[0].strip()
+
+
+def lost_construct(root: PlanNode) -> str | None:
+    """Why `root` would lose a construct known to be dropped by serialisation, or None."""
+    for node in root.walk():
+        for pattern, why in LOST_WHEN_ENCODED:
+            if pattern.search(node.line):
+                return f"{node.name}: {why} when the plan is serialised"
+    return None
+
+
+def round_trip_difference(plan: ExecutionPlan, raw: bytes, session: SessionContext) -> str | None:
+    """How the plan decoded from `raw` (the bytes of `plan`) differs from `plan`, or None."""
+    try:
+        decoded = ExecutionPlan.from_bytes(session, raw)
+    except Exception as exc:  # DataFusion raises plain Exception
+        return f"DataFusion cannot rebuild the plan from its own bytes: {first_line(str(exc))}"
+    before, after = plan.display_indent().splitlines(), decoded.display_indent().splitlines()
+    for old, new in zip(before, after, strict=False):
+        if old != new:
+            return f"the plan changes when rebuilt from its bytes: {old.strip()!r} becomes {new.strip()!r}"
+    if len(before) != len(after):
+        return "the plan changes shape when rebuilt from its bytes"
+    return None
+
+
+def travel_blocker(
+    plan: ExecutionPlan, root: PlanNode, session: SessionContext, logical_plan_text: str = ""
+) -> str | None:
+    """Why `plan` (snapshot `root`; its logical plan with schemas reads `logical_plan_text`)
+    must not be distributed, or None if it travels faithfully."""
+    return (
+        lost_type(logical_plan_text) or lost_construct(root) or round_trip_difference(plan, root.raw, session)
+    )

@@ -1,0 +1,29 @@
+"""Settings that force real distribution on tiny test data.
+
+With the defaults, a query over a few kilobytes runs as one task in the coordinator. Tests of
+correctness need the opposite: every stage split over as many tasks as it has workers and
+partitions, every join side exchanged rather than computed in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..coordinator.config import DistributedConfig
+from ..events.handlers import DistributedHandler, TaskCount, TaskCountRequest
+
+#: Every scan worth a task of its own, no join side computed in place or broadcast by size.
+FORCED_CONFIG = DistributedConfig(bytes_per_partition=1, broadcast_inline_bytes=0, broadcast_total_rows=0)
+
+
+class SplitEveryStage(DistributedHandler):
+    """Ask for one task per worker at every stage (still capped by what a stage can split)."""
+
+    def task_count(self, request: TaskCountRequest) -> TaskCount:
+        return TaskCount(desired=request.workers)
+
+
+def forced_distribution(**config: object) -> dict[str, object]:
+    """Keyword arguments for DistributedContext that force distribution; `config` overrides
+    fields of FORCED_CONFIG (e.g. query_timeout)."""
+    return {"config": replace(FORCED_CONFIG, **config), "handlers": [SplitEveryStage()]}

@@ -1,0 +1,171 @@
+"""DataFusion's answers (and errors) for SQL that once came out different distributed.
+
+Each query runs through `DistributedContext` with distribution forced on small multi-partition
+tables, and on the same (plain) context; the answers must match. Where a plan cannot travel
+faithfully as bytes, it must run on one node and say why.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from datafusion import SessionConfig, SessionContext
+
+from datafusion_distributed import DistributedContext, QueryFailed
+from datafusion_distributed.coordinator.errors import as_query_failure
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.forced import forced_distribution
+
+
+def _context() -> SessionContext:
+    ctx = SessionContext(SessionConfig().with_target_partitions(4).with_information_schema(True))
+    rng = random.Random(3)
+    n = 400
+    t = pa.table(
+        {
+            "a": [rng.randrange(6) for _ in range(n)],
+            "b": [rng.choice([None, 1, 2, 3]) for _ in range(n)],
+            "c": [rng.random() for _ in range(n)],
+        }
+    )
+    ctx.register_record_batches("t", [[batch] for batch in t.to_batches(max_chunksize=100)])
+    sales = pa.table(
+        {
+            "category": [rng.choice("xyz") for _ in range(n)],
+            "amount": [float(rng.randrange(100)) for _ in range(n)],
+        }
+    )
+    ctx.register_record_batches("sales", [[batch] for batch in sales.to_batches(max_chunksize=100)])
+    ctx.sql("CREATE TABLE h AS SELECT a, arrow_cast(c, 'Float16') AS f FROM t").collect()
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def ctx() -> SessionContext:
+    return _context()
+
+
+@pytest.fixture(scope="module")
+def dctx(ctx):
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
+        yield dctx
+
+
+def _same(ctx, dctx, sql: str):
+    expected = ctx.sql(sql).to_arrow_table()
+    actual = dctx.sql(sql).to_arrow_table()
+    assert actual.schema.types == expected.schema.types, sql
+    assert_tables_equal(actual, expected, sql=sql)
+    return dctx.sql(sql).distributed_plan()
+
+
+# Lost by DataFusion 55's own plan serialisation: run on one node, say why.
+LOSSY = {
+    "window IGNORE NULLS": "SELECT a, b, first_value(b) IGNORE NULLS OVER (PARTITION BY a ORDER BY c) FROM t",
+    "window FILTER": "SELECT a, count(*) FILTER (WHERE b > 1) OVER (PARTITION BY a ORDER BY c) FROM t",
+    "nth_value descending": "SELECT a, c, nth_value(b, 2) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
+    "lag": "SELECT a, c, lag(b) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
+    "float16": "SELECT f, count(*) FROM h GROUP BY f",
+}
+
+
+@pytest.mark.parametrize("sql", LOSSY.values(), ids=LOSSY.keys())
+def test_constructs_serialisation_loses_run_on_one_node(ctx, dctx, sql):
+    plan = _same(ctx, dctx, sql)
+    assert plan.in_memory and "when the plan is serialised" in plan.single_node
+    assert "runs on one node" in dctx.sql(sql).explain_string()
+
+
+SAME = {
+    "grouping sets of ()": "SELECT count(*) FROM t GROUP BY GROUPING SETS (())",
+    "grouping sets with ()": "SELECT a, count(*) FROM t GROUP BY GROUPING SETS ((a), ())",
+    "float16 min max": "SELECT a, min(f), max(f) FROM h GROUP BY a",
+    "empty projection": (
+        "WITH t AS (SELECT i AS c1 FROM generate_series(1, 10) t(i)) SELECT count(*) FROM t WHERE 1 = 1"
+    ),
+    "share of total": (
+        "SELECT category, sum(amount) / (SELECT sum(amount) FROM sales) AS share FROM sales GROUP BY category"
+    ),
+    "subquery in an aggregate": "SELECT a, sum(c + (SELECT max(c) FROM t)) FROM t GROUP BY a",
+    "subquery in a filter": "SELECT a, c FROM t WHERE c > (SELECT avg(c) FROM t)",
+    "show tables": "SHOW TABLES",
+    "information schema": "SELECT table_name FROM information_schema.tables",
+    "recursive cte": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
+}
+
+
+@pytest.mark.parametrize("sql", SAME.values(), ids=SAME.keys())
+def test_same_answer_as_datafusion(ctx, dctx, sql):
+    _same(ctx, dctx, sql)
+
+
+def test_share_of_total_runs_distributed(ctx, dctx):
+    plan = _same(ctx, dctx, SAME["share of total"])
+    assert plan.is_distributed and not plan.single_node
+
+
+def test_unserialisable_nodes_say_which_and_why(dctx):
+    plan = dctx.sql(SAME["recursive cte"]).distributed_plan()
+    assert plan.in_memory and "has no serialised form" in plan.single_node
+
+
+def test_a_subquery_of_several_rows_fails_as_datafusion_does(dctx):
+    with pytest.raises(QueryFailed, match="Scalar subquery returned more than one row"):
+        dctx.sql("SELECT a, (SELECT category FROM sales) FROM t").to_arrow_table()
+
+
+def test_errors_are_query_failed_with_datafusion_s_message(dctx):
+    with pytest.raises(QueryFailed, match="No field named nosuch"):
+        dctx.sql("SELECT nosuch FROM t")
+    with pytest.raises(QueryFailed, match="Divide by zero"):  # raised by the head stage
+        dctx.sql("SELECT a, sum(b) / 0 FROM t GROUP BY a").to_arrow_table()
+
+
+def _settings(ctx: SessionContext) -> dict[str, str]:
+    rows = ctx.sql("SELECT name, value FROM information_schema.df_settings").to_pylist()
+    return {row["name"]: row["value"] for row in rows}
+
+
+def test_wrapping_leaves_the_user_s_context_as_it_was():
+    ctx = _context()
+    before = _settings(ctx)
+    share = SAME["share of total"]
+    expected = ctx.sql(share).to_arrow_table()
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
+        dctx.sql(share).to_arrow_table()
+        dctx.sql("SELECT count(*) FROM t").to_arrow_table()
+    assert _settings(ctx) == before
+    assert_tables_equal(ctx.sql(share).to_arrow_table(), expected, sql=share)
+
+
+def test_the_user_s_settings_apply_to_the_next_query():
+    ctx = _context()
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
+        # subqueries planned as joins, as the user asked
+        dctx.sql("SET datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery = false")
+        plan = _same(ctx, dctx, SAME["subquery in a filter"])
+        assert "ScalarSubqueryExec" not in {node.name for s in plan.stages for node in s.root.walk()}
+        dctx.sql("RESET datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery")
+        plan = _same(ctx, dctx, SAME["subquery in a filter"])
+        assert "ScalarSubqueryExec" in {node.name for s in plan.stages for node in s.root.walk()}
+        # the library overrides target_partitions per query, whatever the user set
+        dctx.sql("SET datafusion.execution.target_partitions = 1")
+        assert _same(ctx, dctx, "SELECT a, count(*) FROM t GROUP BY a").is_distributed
+
+
+def test_insert_into_a_memory_table_runs_once(ctx):
+    local = SessionContext()
+    local.sql("CREATE TABLE m (x INT)").collect()
+    with DistributedContext(local) as dctx:
+        dctx.sql("INSERT INTO m VALUES (1), (2)").to_arrow_table()
+    assert local.sql("SELECT x FROM m ORDER BY x").to_pydict() == {"x": [1, 2]}
+
+
+def test_a_panic_inside_datafusion_is_a_query_failure():
+    panic = type("PanicException", (BaseException,), {})  # what pyo3 raises for a Rust panic
+    failure = as_query_failure(panic("index out of bounds"))
+    assert isinstance(failure, QueryFailed) and "index out of bounds" in str(failure)
+    interrupt = KeyboardInterrupt()
+    assert as_query_failure(interrupt) is interrupt
