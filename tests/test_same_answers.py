@@ -92,6 +92,7 @@ SAME = {
     "subquery in a filter": "SELECT a, c FROM t WHERE c > (SELECT avg(c) FROM t)",
     "show tables": "SHOW TABLES",
     "information schema": "SELECT table_name FROM information_schema.tables",
+    "the user's settings": "SELECT name, value FROM information_schema.df_settings",
     "recursive cte": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
 }
 
@@ -169,3 +170,43 @@ def test_a_panic_inside_datafusion_is_a_query_failure():
     assert isinstance(failure, QueryFailed) and "index out of bounds" in str(failure)
     interrupt = KeyboardInterrupt()
     assert as_query_failure(interrupt) is interrupt
+
+
+def test_partition_columns_of_many_files_cross_an_exchange(tmp_path):
+    """A hive-partitioned table's partition column is dictionary encoded, one dictionary per
+    file: an exchange file gathering several files' batches must still hold them."""
+    ctx = SessionContext(SessionConfig().with_target_partitions(4))
+    path = tmp_path / "t"
+    ctx.sql(
+        "COPY (SELECT i % 10 AS part, 'k-' || i AS k, i AS v FROM generate_series(0, 9) t(i) ORDER BY k) "
+        f"TO '{path}' STORED AS PARQUET PARTITIONED BY (part)"
+    ).collect()
+    ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS PARQUET PARTITIONED BY (part) LOCATION '{path}'").collect()
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60, embedded_workers=3)) as dctx:
+        for sql in ("SELECT part, k, v FROM t ORDER BY k", "SELECT part, count(*) FROM t GROUP BY part"):
+            assert dctx.sql(sql).distributed_plan().is_distributed
+            assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_file_partitions_declared_as_hash_partitioning_stay_on_one_node(tmp_path):
+    """With `preserve_file_partitions`, a scan declares hash partitioning by its files'
+    partition values; DataFusion 55 joins that wrongly with a side repartitioned for another
+    partition count (the cluster's), so such plans run as the user's context plans them."""
+    ctx = SessionContext(SessionConfig().with_target_partitions(3))
+    for table, column, keys in (("fact", "f_dkey", "ABC"), ("dim", "d_dkey", "ABCD")):
+        for key in keys:
+            ctx.sql(
+                f"COPY (SELECT * FROM (VALUES (1, '{key.lower()}'), (2, 'x')) v(n, s)) "
+                f"TO '{tmp_path}/{table}/{column}={key}/data.parquet' STORED AS PARQUET"
+            ).collect()
+    for table, column in (("fact", "f_dkey"), ("dim", "d_dkey")):
+        ctx.sql(
+            f"CREATE EXTERNAL TABLE {table} STORED AS PARQUET PARTITIONED BY ({column}) "
+            f"LOCATION '{tmp_path}/{table}/'"
+        ).collect()
+    ctx.sql("SET datafusion.optimizer.preserve_file_partitions = 1").collect()
+    sql = "SELECT f_dkey, count(*) FROM fact JOIN dim ON f_dkey = d_dkey GROUP BY f_dkey"
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
+        plan = dctx.sql(sql).distributed_plan()
+        assert "preserve_file_partitions" in plan.single_node
+        assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)

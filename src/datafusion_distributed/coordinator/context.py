@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext
 
-from ..distributed_planner.planner import plan_query
+from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.handlers import HandlerChain
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
@@ -222,10 +222,15 @@ class DistributedContext:
         logical = df.logical_plan()
         try:
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
+            config = self.config.planner(workers)
+            plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
+            if plan.in_memory:
+                # Run exactly what the user's own context runs: planned with their settings
+                # (partitions, memory limit), showing their information_schema.
+                plan = single_node_plan(df.execution_plan(), self.ctx, plan.single_node, plan.final.reason)
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
-        config = self.config.planner(workers)
-        return plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
+        return plan
 
     def head_session(self) -> SessionContext:
         """The session the coordinator runs queries' head stages in: built once, by the session

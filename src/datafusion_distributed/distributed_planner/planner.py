@@ -340,23 +340,29 @@ def plan_query(
     try:
         root = PlanNode.from_plan(plan)
     except Exception:  # DataFusion raises plain Exception
-        node = unserialisable_node(plan)
-        return single_node_plan(
-            plan, session, f"{node.split(':', 1)[0]} has no serialised form in DataFusion"
-        )
+        node = unserialisable_node(plan).split(":", 1)[0]
+        return _kept_on_one_node(plan, session, f"{node} has no serialised form in DataFusion")
     stages = plan_stages(root, config, handlers)
     if stages.is_distributed:
         blocker = travel_blocker(plan, root, session, logical_plan_text)
         if blocker is not None:
-            return single_node_plan(plan, session, blocker)
+            return _kept_on_one_node(plan, session, blocker)
     return replace(stages, physical=plan, session=session)
 
 
-def single_node_plan(plan: ExecutionPlan, session: SessionContext, reason: str) -> DistributedPlan:
-    """`plan` as one task run in the coordinator from memory, with the reason it is not split."""
+def _kept_on_one_node(plan: ExecutionPlan, session: SessionContext, reason: str) -> DistributedPlan:
     log.info("running on one node: %s", reason)
-    root = PlanNode.describe(plan)
-    stage = Stage(0, root, b"", (), (TaskPlan(0, b"", (), ()),), None, f"runs on one node: {reason}")
+    return single_node_plan(plan, session, reason)
+
+
+def single_node_plan(
+    plan: ExecutionPlan, session: SessionContext, reason: str = "", tasks: str = ""
+) -> DistributedPlan:
+    """`plan` as one task run in the coordinator from memory, in `session`. `reason` says why
+    a plan that could be split is not ("" for a plan of one task anyway, whose `tasks` line
+    says why it has one)."""
+    why = f"runs on one node: {reason}" if reason else tasks
+    stage = Stage(0, PlanNode.describe(plan), b"", (), (TaskPlan(0, b"", (), ()),), None, why)
     return DistributedPlan((stage,), physical=plan, session=session, single_node=reason)
 
 

@@ -25,6 +25,7 @@ from ..common.fs import makedirs
 from ..common.threads import kept_threads, map_concurrently
 from ..execution_plans.stage import BoundaryKind
 from .cancellation import TaskCancelled
+from .dictionaries import DictionaryUnifier
 from .view_arrays import compact_views
 
 
@@ -256,6 +257,7 @@ def _write_partition(
     rows = written = 0
     schema = file_schema = None
     renamed = False
+    dictionaries = DictionaryUnifier()
     try:
         for batch in stream_partition(ctx, plan, partition):
             if cancelled is not None and cancelled():
@@ -271,7 +273,7 @@ def _write_partition(
                 writer = pa.ipc.new_file(sink, file_schema, options=options)
             elif batch.schema != schema:
                 batch = batch.cast(schema)
-            batch = compact_views(batch)
+            batch = dictionaries.unify(compact_views(batch))
             if on_write is not None:  # charge what the batch may take before it lands on disk
                 nbytes = batch.nbytes
                 on_write(nbytes)
@@ -307,7 +309,8 @@ def write_task_outputs(
     `on_write(n)` is told of `n` more bytes about to be written (it may raise to refuse them),
     and finally of the difference to the file's real size."""
     makedirs(out_dir)
-    options = pa.ipc.IpcWriteOptions(compression=compression)
+    # deltas: a dictionary column's dictionary grows from batch to batch (see `dictionaries`)
+    options = pa.ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
     path_for = path_for or (lambda p: os.path.join(out_dir, f"part-{p}.arrow"))
     count = plan.partition_count
     if count == 0:
