@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all setup demo test test-all lint format clean-data bench
+.PHONY: all setup demo test test-all lint format clean-data bench slt
 
 all: test
 
@@ -50,3 +50,18 @@ bench: $(INSTALLED)
 # Generated TPC-H data is cached under data/ (or $$DATAFUSION_DISTRIBUTED_DATA).
 clean-data:
 	rm -rf data/tpch
+
+# DataFusion's sqllogictest files, single-node against distributed, forced to split every stage
+# and shuffle every join: over the embedded cluster, then over 3 worker processes. Totals are
+# printed; JSON reports go to slt-reports/ (git-ignored). Pass options with SLT_ARGS, e.g.
+# `make slt SLT_ARGS="--timeout 30"` (see `python -m datafusion_distributed.test_utils.slt -h`).
+SLT_DIR ?= ../shared/datafusion-slt
+SLT_ARGS ?=
+SLT_REPORTS ?= slt-reports
+slt: $(INSTALLED)
+	@mkdir -p $(SLT_REPORTS)
+	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m datafusion_distributed.test_utils.slt --forced \
+		--cluster embedded --report $(SLT_REPORTS)/forced-embedded.json $(SLT_ARGS); embedded=$$?; \
+	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m datafusion_distributed.test_utils.slt --forced \
+		--cluster local:3 --report $(SLT_REPORTS)/forced-local3.json $(SLT_ARGS); local=$$?; \
+	exit $$((embedded | local))

@@ -7,6 +7,7 @@ faithfully as bytes, it must run on one node and say why.
 
 from __future__ import annotations
 
+import json
 import random
 
 import pyarrow as pa
@@ -210,3 +211,38 @@ def test_file_partitions_declared_as_hash_partitioning_stay_on_one_node(tmp_path
         plan = dctx.sql(sql).distributed_plan()
         assert "preserve_file_partitions" in plan.single_node
         assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_delete_and_update_count_the_rows_they_change():
+    """A memory table's DELETE and UPDATE act when DataFusion plans them: planned once."""
+    local = SessionContext()
+    local.sql("CREATE TABLE m (x INT, y VARCHAR) AS VALUES (1, 'a'), (2, 'b'), (3, 'c')").collect()
+    with DistributedContext(local) as dctx:
+        assert dctx.sql("DELETE FROM m WHERE x > 1").to_pylist() == [{"count": 2}]
+        assert dctx.sql("UPDATE m SET y = 'z' WHERE x = 1").to_pylist() == [{"count": 1}]
+    assert local.sql("SELECT x, y FROM m").to_pylist() == [{"x": 1, "y": "z"}]
+
+
+def test_json_array_files_stay_on_one_node_and_ndjson_is_distributed(tmp_path):
+    """DataFusion's serialisation drops a JSON table's array format: such scans run on one
+    node; newline-delimited files (the default) distribute."""
+    ctx = SessionContext(SessionConfig().with_target_partitions(4))
+    rows = [{"a": i, "b": f"s{i % 3}"} for i in range(40)]
+    for kind in ("array", "ndjson"):
+        (tmp_path / kind).mkdir()
+        for part in range(2):
+            chunk = rows[part * 20 : (part + 1) * 20]
+            text = json.dumps(chunk) if kind == "array" else "\n".join(json.dumps(r) for r in chunk)
+            (tmp_path / kind / f"part-{part}.json").write_text(text)
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE arr STORED AS JSON OPTIONS ('format.newline_delimited' 'false') "
+        f"LOCATION '{tmp_path}/array/'"
+    ).collect()
+    ctx.sql(f"CREATE EXTERNAL TABLE nd STORED AS JSON LOCATION '{tmp_path}/ndjson/'").collect()
+    with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
+        for table in ("arr", "nd"):
+            sql = f"SELECT b, count(*), sum(a) FROM {table} GROUP BY b"
+            plan = dctx.sql(sql).distributed_plan()
+            assert ("array format" in plan.single_node) == (table == "arr")
+            assert plan.is_distributed == (table == "nd")
+            assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)

@@ -58,6 +58,16 @@ _PASSTHROUGH = {
 }  # fmt: skip
 
 
+ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
+
+
+def _acts_when_planned(logical: Any) -> bool:
+    """Whether planning `logical` (a LogicalPlan) changes data: a memory table's DELETE, UPDATE
+    and TRUNCATE happen in DataFusion's physical planner, so the query may be planned once only."""
+    first = logical.display().split("\n", 1)[0]
+    return first.startswith("Dml: op=[") and not first.startswith("Dml: op=[Insert")
+
+
 class DistributedContext:
     """Runs queries of an ordinary DataFusion SessionContext across workers.
 
@@ -221,6 +231,8 @@ class DistributedContext:
         session = self.planning_session(workers)
         logical = df.logical_plan()
         try:
+            if _acts_when_planned(logical):
+                return single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
             config = self.config.planner(workers)
             plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())

@@ -14,11 +14,13 @@ keep such plans on one node, where they run from the in-memory plan:
 
 from __future__ import annotations
 
+import os
 import re
 
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
+from ..codec import file_groups, scan_kind
 from ..common.errors import first_line
 from ..execution_plans.plan_node import PlanNode
 
@@ -36,8 +38,8 @@ LOST_WHEN_ENCODED: tuple[tuple[re.Pattern[str], str], ...] = (
         "the reversal of lag, lead or nth_value is dropped",
     ),
     (
-        re.compile(r"file_type=(?:csv|json).*\.(?:gz|bz2|xz|zst)\b"),
-        "the compression of a CSV or JSON scan is dropped",
+        re.compile(r"\.(?:gz|bz2|xz|zst)\b.*file_type=csv"),
+        "the compression of a CSV scan is dropped",
     ),
 )
 
@@ -72,10 +74,36 @@ def unserialisable_node(plan: ExecutionPlan) -> str:
     return plan.display().split("\n", 1)[0].strip()
 
 
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+
+
+def json_format_lost(node: PlanNode) -> str | None:
+    """Why a JSON scan would read its files otherwise once decoded, or None. Its array format
+    (`newline_delimited = false`) and compression are dropped and leave no trace in the plan,
+    so the files say: a compressed name, or a local file whose text starts with `[`; a file
+    this machine cannot read is assumed the worst."""
+    if scan_kind(node.raw) != "json":
+        return None
+    for group in file_groups(node.raw):
+        for scanned in group:
+            if scanned.path.endswith(_COMPRESSED):
+                return "the compression of a JSON scan is dropped"
+            local = "/" + scanned.path
+            if not os.path.isfile(local):
+                return "the format of a JSON file outside this machine cannot be checked"
+            with open(local, "rb") as f:
+                if f.read(4096).lstrip().startswith(b"["):
+                    return "the array format of a JSON scan (newline_delimited = false) is dropped"
+    return None
+
+
 def lost_construct(root: PlanNode) -> str | None:
     """Why `root` would lose a construct known to be dropped by serialisation, or would compute
     something else planned for the cluster; None if neither."""
     for node in root.walk():
+        why_json = json_format_lost(node)
+        if why_json is not None:
+            return f"{node.name}: {why_json} when the plan is serialised"
         for pattern, why in LOST_WHEN_ENCODED:
             if pattern.search(node.line):
                 return f"{node.name}: {why} when the plan is serialised"
@@ -117,3 +145,15 @@ def travel_blocker(
     return (
         lost_type(logical_plan_text) or lost_construct(root) or round_trip_difference(plan, root.raw, session)
     )
+
+
+def why_kept_on_one_node(
+    plan: ExecutionPlan, session: SessionContext, logical_plan_text: str = ""
+) -> str | None:
+    """Why `plan` would run on one node however large its data (it cannot be serialised, or
+    would not travel faithfully), or None: what the round-trip check asks of every difference."""
+    try:
+        root = PlanNode.from_plan(plan)
+    except Exception:  # DataFusion raises plain Exception
+        return f"{unserialisable_node(plan).split(':', 1)[0]} has no serialised form in DataFusion"
+    return travel_blocker(plan, root, session, logical_plan_text)

@@ -33,7 +33,7 @@ from .boundaries import (
     whole_children,
 )
 from .config import PlannerConfig
-from .fidelity import travel_blocker, unserialisable_node
+from .fidelity import travel_blocker, why_kept_on_one_node
 
 log = logging.getLogger("datafusion_distributed.planner")
 
@@ -234,6 +234,11 @@ def _with_series_repaired(root: PlanNode) -> PlanNode:
     return rebuild(root)
 
 
+def bytes_as_sent(plan: ExecutionPlan) -> bytes:
+    """The bytes of `plan` as the planner cuts stages from them (repairs included)."""
+    return _with_series_repaired(PlanNode.from_plan(plan)).raw
+
+
 def input_marker(producer: int) -> bytes:
     """The placeholder that stands for producer stage `producer` inside a consumer's plan."""
     return encode_len_field(INPUT_MARKER, f"datafusion-distributed input {producer}".encode())
@@ -340,8 +345,7 @@ def plan_query(
     try:
         root = PlanNode.from_plan(plan)
     except Exception:  # DataFusion raises plain Exception
-        node = unserialisable_node(plan).split(":", 1)[0]
-        return _kept_on_one_node(plan, session, f"{node} has no serialised form in DataFusion")
+        return _kept_on_one_node(plan, session, why_kept_on_one_node(plan, session) or "")
     stages = plan_stages(root, config, handlers)
     if stages.is_distributed:
         blocker = travel_blocker(plan, root, session, logical_plan_text)
