@@ -246,3 +246,10 @@ def test_json_array_files_stay_on_one_node_and_ndjson_is_distributed(tmp_path):
             assert ("array format" in plan.single_node) == (table == "arr")
             assert plan.is_distributed == (table == "nd")
             assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_an_exchange_below_a_use_of_a_subquery_value_stays_in_its_stage(ctx, dctx):
+    """The partial aggregate uses the subquery's value, which DataFusion computes in the
+    ScalarSubqueryExec above the final aggregate: the shuffle between them is not cut."""
+    plan = _same(ctx, dctx, SAME["subquery in an aggregate"])
+    assert any("scalar subquery's value" in stage.reason for stage in plan.stages)

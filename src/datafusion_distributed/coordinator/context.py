@@ -128,6 +128,8 @@ class DistributedContext:
             auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
             tls_root_certs=read_pem(self.config.tls_root_certs),
         )
+        self._planning: tuple[tuple[str, int], SessionContext] | None = None
+        self._planning_lock = threading.Lock()
         self._head_session: SessionContext | None = None
         self._head_session_lock = threading.Lock()
 
@@ -176,14 +178,22 @@ class DistributedContext:
     def planning_session(self, workers: int) -> SessionContext:
         """A copy of the user's session, with the planning settings for `workers` workers.
 
-        The copy shares the user's catalogs, tables, UDFs and object stores and starts from
-        their current settings, so a `SET` of theirs applies, and changing its settings leaves
-        the user's context as it was. (DataFusion's Python API makes such a copy only through
+        The copy shares the user's catalogs, tables and object stores and starts from their
+        current settings, so a `SET` of theirs applies, and changing its settings leaves the
+        user's context as it was. (Plans made from a logical plan hold their UDFs themselves.) (DataFusion's Python API makes such a copy only through
         `enable_url_table`; a plan made from a logical plan never looks tables up by name, so
         url tables change nothing here.)"""
+        # Copied again only when the user's settings (or the cluster's size) changed since:
+        # the copy and its SETs cost more than planning a small query.
+        key = (repr(self.ctx), workers)  # the context's repr lists every setting
+        with self._planning_lock:
+            if self._planning is not None and self._planning[0] == key:
+                return self._planning[1]
         session = self.ctx.enable_url_table()
-        for key, value in self.planning_settings(workers).items():
-            session.sql(f"SET {key} = {value}")
+        for name, value in self.planning_settings(workers).items():
+            session.sql(f"SET {name} = {value}")
+        with self._planning_lock:
+            self._planning = (key, session)
         return session
 
     def sql(self, query: str) -> DistributedDataFrame:
