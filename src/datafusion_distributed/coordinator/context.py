@@ -180,9 +180,9 @@ class DistributedContext:
 
         The copy shares the user's catalogs, tables and object stores and starts from their
         current settings, so a `SET` of theirs applies, and changing its settings leaves the
-        user's context as it was. (Plans made from a logical plan hold their UDFs themselves.) (DataFusion's Python API makes such a copy only through
-        `enable_url_table`; a plan made from a logical plan never looks tables up by name, so
-        url tables change nothing here.)"""
+        user's context as it was; a plan made from a logical plan holds its UDFs itself.
+        (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
+        from a logical plan never looks tables up by name, so url tables change nothing here.)"""
         # Copied again only when the user's settings (or the cluster's size) changed since:
         # the copy and its SETs cost more than planning a small query.
         key = (repr(self.ctx), workers)  # the context's repr lists every setting
@@ -238,11 +238,11 @@ class DistributedContext:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
         stages (or keep it on one node when it cannot travel faithfully; see `plan_query`)."""
         workers = len(self.workers())
-        session = self.planning_session(workers)
         logical = df.logical_plan()
         try:
             if _acts_when_planned(logical):
                 return single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
+            session = self.planning_session(workers)
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
             config = self.config.planner(workers)
             plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())

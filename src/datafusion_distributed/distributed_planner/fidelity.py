@@ -64,14 +64,15 @@ def lost_type(logical_plan_text: str) -> str | None:
     return None
 
 
-def unserialisable_node(plan: ExecutionPlan) -> str:
-    """The first line of the deepest node of `plan` that DataFusion cannot serialise."""
+def unserialisable(plan: ExecutionPlan) -> str:
+    """Why DataFusion cannot serialise `plan`: its deepest node that has no serialised form."""
     for child in plan.children():
         try:
             child.to_bytes()
         except Exception:  # DataFusion raises plain Exception
-            return unserialisable_node(child)
-    return plan.display().split("\n", 1)[0].strip()
+            return unserialisable(child)
+    node = plan.display().split("\n", 1)[0].split(":", 1)[0].strip()
+    return f"{node} has no serialised form in DataFusion"
 
 
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
@@ -155,5 +156,5 @@ def why_kept_on_one_node(
     try:
         root = PlanNode.from_plan(plan)
     except Exception:  # DataFusion raises plain Exception
-        return f"{unserialisable_node(plan).split(':', 1)[0]} has no serialised form in DataFusion"
+        return unserialisable(plan)
     return travel_blocker(plan, root, session, logical_plan_text)

@@ -33,7 +33,7 @@ from .boundaries import (
     whole_children,
 )
 from .config import PlannerConfig
-from .fidelity import travel_blocker, why_kept_on_one_node
+from .fidelity import travel_blocker, unserialisable
 
 log = logging.getLogger("datafusion_distributed.planner")
 
@@ -345,7 +345,7 @@ def plan_query(
     try:
         root = PlanNode.from_plan(plan)
     except Exception:  # DataFusion raises plain Exception
-        return _kept_on_one_node(plan, session, why_kept_on_one_node(plan, session) or "")
+        return _kept_on_one_node(plan, session, unserialisable(plan))
     stages = plan_stages(root, config, handlers)
     if stages.is_distributed:
         blocker = travel_blocker(plan, root, session, logical_plan_text)

@@ -13,7 +13,9 @@ from ..coordinator.config import DistributedConfig
 from ..events.handlers import DistributedHandler, TaskCount, TaskCountRequest
 
 #: Every scan worth a task of its own, no join side computed in place or broadcast by size.
-FORCED_CONFIG = DistributedConfig(bytes_per_partition=1, broadcast_inline_bytes=0, broadcast_total_rows=0)
+FORCED_CONFIG = DistributedConfig(
+    bytes_per_partition=1, broadcast_inline_bytes=0, broadcast_total_rows=0, broadcast_total_bytes=0
+)
 
 
 class SplitEveryStage(DistributedHandler):

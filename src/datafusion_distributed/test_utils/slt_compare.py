@@ -21,6 +21,7 @@ from enum import Enum
 
 import pyarrow as pa
 
+from ..common.errors import first_line
 from .compare import _tokens, assert_tables_equal, order_by_keys
 from .slt_engines import SERIALISE, Outcome
 
@@ -67,14 +68,6 @@ _VOLATILE = re.compile(
     re.IGNORECASE,
 )
 _LIMITS = {"LIMIT", "OFFSET", "FETCH"}
-
-
-def first_line(message: str | None, limit: int = 300) -> str:
-    """The first non-empty line of an error message, cut to `limit` characters."""
-    for line in (message or "").splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
 
 
 def _without_tz(type_: pa.DataType) -> pa.DataType:

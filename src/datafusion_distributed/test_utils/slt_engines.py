@@ -20,13 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..coordinator.config import DistributedConfig
 from ..coordinator.context import DistributedContext
 from ..distributed_planner.fidelity import why_kept_on_one_node
 from ..distributed_planner.planner import bytes_as_sent
@@ -169,9 +168,9 @@ class DistributedEngine:
 
     name = "distributed"
 
-    def __init__(self, workers: Sequence[str] | WorkerResolver | None, config: DistributedConfig):
+    def __init__(self, workers: Sequence[str] | WorkerResolver | None, options: dict[str, Any]):
         self.ctx = SessionContext(session_config())
-        self.dctx = DistributedContext(self.ctx, workers, config=config)
+        self.dctx = DistributedContext(self.ctx, workers, **options)  # config, handlers
 
     def run(self, sql: str, timeout: float) -> Outcome:
         def run() -> tuple[pa.Table, int]:

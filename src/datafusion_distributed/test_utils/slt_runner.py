@@ -26,10 +26,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..coordinator.clusters import LocalCluster
 from ..coordinator.config import DistributedConfig
 from ..protocol.resolver import WorkerResolver
+from .forced import forced_distribution
 from .slt_compare import FAILURES, Category, Verdict, classify, first_line
 from .slt_engines import (
     DistributedEngine,
@@ -98,20 +100,12 @@ class RunOptions:
         ):
             raise ValueError("cluster must be 'embedded' or 'local:N'")
 
-    def distributed_config(self) -> DistributedConfig:
-        """The candidate's settings; forced: one byte per partition, a stage above a shuffle
-        as wide as the cluster, no join side inlined or broadcast, so every stage that can
-        split does and every join shuffles."""
-        if not self.forced:
-            return DistributedConfig(query_timeout=self.timeout)
-        return DistributedConfig(
-            bytes_per_partition=1,
-            cardinality_factor=64.0,  # a stage above a one-task stage still splits
-            broadcast_inline_bytes=0,
-            broadcast_total_rows=0,
-            broadcast_total_bytes=0,
-            query_timeout=self.timeout,
-        )
+    def distributed_options(self) -> dict[str, Any]:
+        """The candidate's DistributedContext keyword arguments; forced: `test_utils.forced`
+        (every stage split over the workers, no join side inlined or broadcast)."""
+        if self.forced:
+            return forced_distribution(query_timeout=self.timeout)
+        return {"config": DistributedConfig(query_timeout=self.timeout)}
 
     def label(self) -> str:
         if self.mode == "roundtrip":
@@ -248,7 +242,7 @@ def _empty(folder: Path, keep: frozenset[str] | set[str] = frozenset()) -> None:
 def _engines(options: RunOptions, workers: WorkerResolver | None) -> tuple[Engine, Engine]:
     if options.mode == "roundtrip":
         return PlanEngine(), RoundtripEngine()
-    return PlainEngine(), DistributedEngine(workers, options.distributed_config())
+    return PlainEngine(), DistributedEngine(workers, options.distributed_options())
 
 
 def _skipped(record: Record, reason: str) -> RecordResult:
