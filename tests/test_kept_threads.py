@@ -9,7 +9,7 @@ import pytest
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed.common.threads import kept_threads, map_concurrently
-from datafusion_distributed.worker.task_execution import stream_partitions, write_task_outputs
+from datafusion_distributed.execution_plans.task import stream_partitions, write_task_outputs
 
 PARTITIONS = 48  # more than any fixed pool a worker would keep
 

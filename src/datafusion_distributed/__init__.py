@@ -1,15 +1,14 @@
 """Distributed execution for Apache DataFusion: run ordinary DataFusion queries across many workers."""
 
-__version__ = "0.1.0"
-
-from .coordinator.cancellation import QueryCancelled, QueryTimedOut  # noqa: E402
-from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
-from .coordinator.config import DistributedConfig  # noqa: E402
-from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
-from .coordinator.errors import QueryFailed  # noqa: E402
-from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable  # noqa: E402
-from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver  # noqa: E402
-from .worker.flight_worker import FlightWorker  # noqa: E402
+from .clusters import EmbeddedCluster, LocalCluster
+from .common.version import __version__
+from .coordinator.cancellation import QueryCancelled, QueryTimedOut
+from .coordinator.config import DistributedConfig
+from .coordinator.context import DistributedContext, DistributedDataFrame
+from .coordinator.errors import QueryFailed
+from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
+from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
+from .worker.flight_worker import FlightWorker
 
 __all__ = [
     "DistributedConfig",

@@ -13,17 +13,17 @@ from datafusion import DataFrame, SessionContext
 
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.handlers import HandlerChain
+from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
-from ..worker.session import SessionBuilder, task_session
-from .clusters import EmbeddedCluster
 from .config import DistributedConfig
 from .errors import QueryFailed
 from .scheduler import QueryRun
 
 if TYPE_CHECKING:
+    from .. import EmbeddedCluster
     from ..metrics.query_metrics import QueryMetrics
 
 # DataFrame transformations: called on a DistributedDataFrame they return one, so the result
@@ -111,6 +111,8 @@ class DistributedContext:
         self.session_builder = session_builder
         self._cluster: EmbeddedCluster | None = None
         if workers is None:
+            from .. import EmbeddedCluster  # through the public API: clusters start workers
+
             self._cluster = EmbeddedCluster(
                 self.config.embedded_workers, session_builder, handlers=self.handlers.user
             )

@@ -11,58 +11,36 @@ abandoned.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any
 
 import pyarrow as pa
 from datafusion import SessionContext
 
-from ..codec import ScannedFile
 from ..common.threads import kept_threads, map_concurrently
 from ..distributed_planner.planner import single_task
 from ..events.handlers import HandlerChain, RoutingRequest
+from ..execution_plans.session import task_session
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..metrics.collector import QueryCollector
-from ..metrics.query_metrics import COORDINATOR
-from ..metrics.recorder import TaskRecorder
-from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
-from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult, Ticket
-from ..worker.session import task_session
-from ..worker.spool import readable_in_place
-from ..worker.task_execution import (
-    ResolvedInput,
-    local_file,
-    prepare_task_plan,
-    resolve_inputs,
-    stream_partitions,
-)
+from ..protocol.flight import ClientPool
+from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult
 from .cancellation import POLL_SECONDS, CancelScope
 from .errors import QueryFailed, as_query_failure
-from .gather import read_file, restore_names
+from .head import WORKER_ERRORS, HeadStage
 from .inputs import exchange_schema, input_groups, needs_single_task
+from .lifecycle import QueryCollector
+from .retry import RetryPolicy
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
 
-def lost_worker(exc: BaseException) -> str | None:
-    """The worker whose loss caused `exc` (directly, or for a task fetching an input), if any."""
-    while exc is not None:
-        if isinstance(exc, WorkerUnreachable):
-            return exc.url
-        if isinstance(exc, WorkerError) and exc.lost_worker:
-            return exc.lost_worker
-        exc = exc.__cause__
-    return None
-
-
 class QueryRun:
-    """One execution of a distributed plan over a list of workers."""
+    """One execution of a distributed plan over a list of workers: the stage DAG, where each
+    task runs, and what is retried when a worker is lost. The final stage's result comes from
+    `HeadStage`; failures go through one `RetryPolicy`."""
 
     def __init__(
         self,
@@ -82,11 +60,7 @@ class QueryRun:
         self.clients = clients
         self.compression = compression
         self.head_session = head_session or task_session  # the session the head stage runs in
-        self.task_attempts = task_attempts
         self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
-        self._scratch: str | None = None  # where the head's fetched inputs go, made on first use
-        self._scratch_lock = threading.Lock()
-        self.dead: set[str] = set()
         self.contacted: set[str] = set()  # workers chosen for a task: the ones holding its data
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.query_id = uuid.uuid4().hex
@@ -97,20 +71,29 @@ class QueryRun:
         self.handlers = handlers or HandlerChain()
         self.events = QueryCollector(self.query_id, self.handlers)  # lifecycle events and metrics
         self.metrics = self.events.metrics
+        self.retry = RetryPolicy(task_attempts, self.events)
+        self.head = HeadStage(self)
+
+    @property
+    def dead(self) -> set[str]:
+        """Workers found lost during this query."""
+        return self.retry.dead
 
     # -- building task messages -------------------------------------------------------------
-    def _tasks(self, stage: Stage) -> tuple[TaskPlan, ...]:
+    def tasks_of(self, stage: Stage) -> tuple[TaskPlan, ...]:
+        """The tasks `stage` runs as: one when a split input turned out empty."""
         return (single_task(stage),) if needs_single_task(stage.inputs, self.results) else stage.tasks
 
-    def _location(self, producer: int):
-        def locate(task: int, part) -> FileLocation:
+    def _location(self, producer: int) -> Callable[[int, Any], FileLocation]:
+        def locate(task: int, part: Any) -> FileLocation:
             return FileLocation(
                 self.placement[producer][task], producer, task, part.partition, part.path, part.bytes
             )
 
         return locate
 
-    def _task_inputs(self, stage: Stage, task: TaskPlan) -> tuple[TaskInput, ...]:
+    def task_inputs(self, stage: Stage, task: TaskPlan) -> tuple[TaskInput, ...]:
+        """The inputs of one task of `stage`, naming where each file is now."""
         inputs = []
         for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
             produced = self.results[inp.producer]
@@ -143,14 +126,14 @@ class QueryRun:
             task=task.index,
             attempt=attempt,
             plan=task.plan,
-            inputs=self._task_inputs(stage, task),
+            inputs=self.task_inputs(stage, task),
             worker=worker,
             compression=self.compression,
         )
         return self.clients.get(worker).run_task(message)
 
     def _start_stage(self, stage: Stage) -> dict[Future, tuple[Stage, int]]:
-        tasks = self.tasks_run[stage.id] = self._tasks(stage)
+        tasks = self.tasks_run[stage.id] = self.tasks_of(stage)
         self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.events.stage_started(stage.id, self.placement[stage.id])
@@ -184,10 +167,12 @@ class QueryRun:
                     worker = self.placement[stage.id][index]
                     try:
                         result = future.result()
-                    except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
+                    except WORKER_ERRORS as exc:
                         attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
                         self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
-                        self._recover(stage, index, worker, exc, attempt)
+                        what = f"stage {stage.id} task {index} on {worker}"
+                        self.retry.after_failure(exc, attempt, what)
+                        self.recompute_lost_outputs()
                         task = self.tasks_run[stage.id][index]
                         retry = self._worker_for(stage, index, attempt)
                         self.placement[stage.id][index] = retry
@@ -206,22 +191,8 @@ class QueryRun:
             # Stopped early (cancelled, failed): `execute` releases the query at once, which
             # stops the tasks still running; their calls end then, and nobody waits for them.
 
-    def _recover(self, stage: Stage, index: int, worker: str, exc: Exception, attempt: int) -> None:
-        """Prepare to retry a failed task, or raise QueryFailed if the failure is not a lost worker."""
-        lost = lost_worker(exc)
-        if lost is None or attempt >= self.task_attempts:
-            tried = f" after {attempt} attempts" if lost else ""
-            raise QueryFailed(f"stage {stage.id} task {index} on {worker} failed{tried}: {exc}") from exc
-        self.dead.add(lost)
-        self.events.worker_unreachable(lost, exc)
-        log.warning(
-            "worker %s lost; retrying stage %d task %d (attempt %d)", lost, stage.id, index, attempt + 1
-        )
-        time.sleep(0.05 * attempt)
-        self._recompute_lost_outputs()
-
-    def _recompute_lost_outputs(self) -> None:
-        """Rerun, on live workers, completed tasks whose outputs were on lost workers.
+    def recompute_lost_outputs(self) -> None:
+        """Rerun, on live workers, completed tasks whose outputs were on lost workers (lineage).
 
         Stages are visited producers first, so each rerun reads inputs that are already safe.
         """
@@ -235,14 +206,10 @@ class QueryRun:
                         self.results[stage.id][task.index] = self._run_task(stage, task, worker, attempt)
                         self.placement[stage.id][task.index] = worker
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
-                    except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-                        lost = lost_worker(exc)
-                        if lost is None or attempt >= self.task_attempts:
-                            raise QueryFailed(
-                                f"recomputing stage {stage.id} task {task.index} failed: {exc}"
-                            ) from exc
-                        self.dead.add(lost)
-                        self._recompute_lost_outputs()  # an input of this task may be gone too
+                    except WORKER_ERRORS as exc:
+                        what = f"recomputing stage {stage.id} task {task.index}"
+                        self.retry.after_failure(exc, attempt, what)
+                        self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.results[stage.id] = results
@@ -260,102 +227,11 @@ class QueryRun:
         self.events.stage_finished(stage.id, results, self.stage_seconds[stage.id], self.placement[stage.id])
 
     # -- the result ---------------------------------------------------------------------------
-    def _head_inputs(self, task: TaskPlan) -> tuple[list[ResolvedInput], TaskRecorder]:
-        """Fetch a single-task final stage's inputs here, recomputing any a lost worker held."""
-        for attempt in range(1, self.task_attempts + 1):
-            messages = self._task_inputs(self.plan.final, task)  # where the inputs are now
-            recorder = TaskRecorder(COORDINATOR, messages)
-            try:
-                resolved, _ = resolve_inputs(
-                    messages, lambda loc, recorder=recorder: recorder.read(loc, self._fetch, loc)
-                )
-                return resolved, recorder
-            except QueryFailed as exc:
-                lost = lost_worker(exc)
-                if lost is None or attempt == self.task_attempts:
-                    raise
-                self.dead.add(lost)
-                self._recompute_lost_outputs()
-        raise AssertionError("unreachable")
-
-    def _head(self) -> Iterator[pa.RecordBatch]:
-        """Run a single-task final stage here, over its inputs fetched from the workers."""
-        task = self._tasks(self.plan.final)[0]
-        self.events.stage_started(self.plan.final.id, [COORDINATOR])
-        resolved, recorder = self._head_inputs(task)
-        ctx = self.head_session()
-        yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
-
-    def _in_memory(self) -> Iterator[pa.RecordBatch]:
-        """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was
-        planned in: no bytes, no worker."""
-        self.events.stage_started(self.plan.final.id, [COORDINATOR])
-        yield from self._run_here(self.plan.session, self.plan.physical, TaskRecorder(COORDINATOR, ()))
-
-    def _run_here(self, ctx: SessionContext, physical, recorder: TaskRecorder) -> Iterator[pa.RecordBatch]:
-        rows = 0
-        try:
-            for batch in stream_partitions(ctx, physical, check=self.cancel_scope.check):
-                rows += batch.num_rows
-                yield batch
-        finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far
-            self.events.head_finished(self.plan.final.id, rows, recorder.finish(physical))
-
-    def _scratch_dir(self) -> str:
-        """This query's folder for fetched inputs: most queries read theirs in place or run in
-        the coordinator alone, so it is made only when a file has to be copied here."""
-        with self._scratch_lock:
-            if self._scratch is None:
-                self._scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
-            return self._scratch
-
-    def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
-        if readable_in_place(location.path, location.size, self.local_spools):
-            return local_file(location.path, location.size), 0
-        path = os.path.join(
-            self._scratch_dir(),
-            f"stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow",
-        )
-        ticket = Ticket(self.query_id, location.stage, location.task, location.partition)
-        try:
-            size = self.clients.get(location.worker).fetch_to_file(ticket, path, location.size)
-        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-            raise QueryFailed(
-                f"fetching stage {location.stage} output from {location.worker} failed: {exc}"
-            ) from exc
-        return local_file(path, size), size
-
-    def _gather(self) -> Iterator[pa.RecordBatch]:
-        """Stream a multi-task final stage's outputs from the workers that hold them (read from
-        disk where they are when the workers share this machine)."""
-        final = self.plan.final
-        for task, result in enumerate(self.results[final.id]):
-            if result.schema is None:
-                continue
-            schema = pa.ipc.read_schema(pa.py_buffer(result.schema))
-            worker = self.placement[final.id][task]
-            for part in result.partitions:
-                if part.path is None:
-                    continue
-                if readable_in_place(part.path, part.bytes, self.local_spools):
-                    batches = read_file(part.path)
-                else:
-                    batches = self._stream(worker, Ticket(self.query_id, final.id, task, part.partition))
-                for batch in batches:
-                    self.cancel_scope.check()
-                    yield restore_names(batch, schema)
-
-    def _stream(self, worker: str, ticket: Ticket) -> Iterator[pa.RecordBatch]:
-        try:
-            yield from self.clients.get(worker).stream(ticket)
-        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
-            raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
-
     def execute(self) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; release the query's spool data at the end."""
         self.events.query_started(len(self.plan.stages))
         try:
-            yield from self._in_memory() if self.plan.in_memory else self._run()
+            yield from self.head.in_memory() if self.plan.in_memory else self._run()
             self.events.query_finished()
         except GeneratorExit:  # the reader stopped early: the query is done
             self.events.query_finished()
@@ -367,17 +243,16 @@ class QueryRun:
                 raise
             raise failure from exc
         finally:
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+            self.head.close()
             self.release()
 
     def _run(self) -> Iterator[pa.RecordBatch]:
         self.run_stages(self.plan.stages[:-1])
-        if len(self._tasks(self.plan.final)) == 1:
-            yield from self._head()
+        if len(self.tasks_of(self.plan.final)) == 1:
+            yield from self.head.single_task()
         else:
             self.run_stages([self.plan.final])
-            yield from self._gather()
+            yield from self.head.gather()
 
     def release(self) -> None:
         """Delete this query's data on the workers it ran tasks on, all at once. A query run
@@ -393,6 +268,6 @@ class QueryRun:
     def _cancel_on(self, url: str) -> Exception | None:
         try:
             self.clients.get(url).cancel(self.query_id)
-        except (WorkerError, WorkerUnreachable, WorkerTimeout) as exc:
+        except WORKER_ERRORS as exc:
             return exc
         return None

@@ -54,6 +54,19 @@ def lost_worker_info(url: str) -> bytes:
     return json.dumps({"lost_worker": url}).encode()
 
 
+def lost_worker(exc: BaseException | None) -> str | None:
+    """The worker whose loss caused `exc`, if any: the one that did not answer, or the one a
+    worker could not reach to fetch an input (its error's extra info), found anywhere in the
+    chain of exceptions `exc` was raised from or while handling."""
+    while exc is not None:
+        if isinstance(exc, WorkerUnreachable):
+            return exc.url
+        if isinstance(exc, WorkerError) and exc.lost_worker:
+            return exc.lost_worker
+        exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
+    return None
+
+
 def _lost_worker(exc: flight.FlightError) -> str | None:
     try:
         info = json.loads(exc.extra_info or b"{}")

@@ -16,12 +16,12 @@ from collections.abc import Callable
 import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
 
-from ..coordinator.local_runner import LocalStageRunner
 from ..distributed_planner.config import PlannerConfig
 from ..distributed_planner.planner import plan_stages
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import DistributedPlan
 from .compare import assert_tables_equal
+from .local_runner import LocalStageRunner
 
 __all__ = [
     "assert_distributed_matches",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..coordinator.clusters import LocalCluster
+from ..clusters import LocalCluster
 from ..coordinator.config import DistributedConfig
 from ..protocol.resolver import WorkerResolver
 from .forced import forced_distribution

@@ -7,9 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-
-class TaskCancelled(RuntimeError):
-    """A task stopped because its query was cancelled."""
+from ..execution_plans.task import TaskCancelled
 
 
 class Cancellations:

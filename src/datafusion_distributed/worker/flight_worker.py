@@ -15,14 +15,17 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from datafusion import SessionContext
 
-from .. import __version__
 from ..codec import ScannedFile
 from ..common.errors import is_datafusion_panic
 from ..common.fs import makedirs
+from ..common.version import __version__
 from ..events.handlers import HandlerChain, PlanRewriteRequest
+from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
+from ..execution_plans.task import prepare_task_plan, resolve_inputs, write_task_outputs
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
-from ..protocol.flight import ClientPool, WorkerUnreachable, lost_worker_info
+from ..protocol.fetch import fetch_input
+from ..protocol.flight import ClientPool, lost_worker, lost_worker_info
 from ..protocol.messages import (
     PROTOCOL_VERSION,
     FileLocation,
@@ -30,16 +33,13 @@ from ..protocol.messages import (
     ProtocolError,
     RunTask,
     TaskResult,
-    Ticket,
     decode_query_id,
     decode_run_task,
     decode_ticket,
     encode,
 )
 from .cancellation import Cancellations
-from .session import SessionBuilder, accepts_runtime, task_session
-from .spool import Spool, readable_in_place
-from .task_execution import local_file, prepare_task_plan, resolve_inputs, write_task_outputs
+from .spool import Spool
 
 log = logging.getLogger(__name__)
 
@@ -200,18 +200,24 @@ class FlightWorker(flight.FlightServerBase):
             "spool_files": len(self.spool.files()),
         }
 
-    def _locate(self, message: RunTask, location: FileLocation, folder: str) -> tuple[ScannedFile, int]:
-        if readable_in_place(location.path, location.size, self._readable_spools):
-            return local_file(location.path, location.size), 0
-        self._cancelled.check(message.query_id)
-        self.spool.charge_input(message.query_id, message.stage, message.task, message.attempt, location.size)
-        makedirs(folder)
-        dest = os.path.join(
-            folder, f"from-stage-{location.stage}-task-{location.task}-part-{location.partition}.arrow"
+    def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
+        """One input of a task: read in place or copied into the task's inputs folder, charged
+        to the spool quota (a cancelled query fetches nothing more)."""
+        folder = self.spool.inputs_dir(message.query_id, message.stage, message.task, message.attempt)
+
+        def before_copy(location: FileLocation) -> None:
+            self._cancelled.check(message.query_id)
+            self.spool.charge_input(
+                message.query_id, message.stage, message.task, message.attempt, location.size
+            )
+
+        def made() -> str:
+            makedirs(folder)
+            return folder
+
+        return fetch_input(
+            location, message.query_id, self._clients, made, self._readable_spools, before_copy
         )
-        ticket = Ticket(message.query_id, location.stage, location.task, location.partition)
-        size = self._clients.get(location.worker).fetch_to_file(ticket, dest, location.size)
-        return local_file(dest, size), size
 
     def _run_task(self, message: RunTask) -> TaskResult:
         started = time.perf_counter()
@@ -222,9 +228,8 @@ class FlightWorker(flight.FlightServerBase):
         try:
             self._cancelled.check(query_id)
             recorder = TaskRecorder(message.worker, message.inputs)
-            folder = self.spool.inputs_dir(query_id, message.stage, message.task, message.attempt)
             inputs, fetched = resolve_inputs(
-                message.inputs, lambda loc: recorder.read(loc, self._locate, message, loc, folder)
+                message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
             )
             ctx = self._task_session()
             plan = prepare_task_plan(ctx, message.plan, inputs)
@@ -246,7 +251,7 @@ class FlightWorker(flight.FlightServerBase):
             if not isinstance(exc, Exception) and not is_datafusion_panic(exc):
                 raise
             log.warning("%s failed: %s", name, exc)
-            lost = next((e.url for e in _causes(exc) if isinstance(e, WorkerUnreachable)), None)
+            lost = lost_worker(exc)
             extra = lost_worker_info(lost) if lost else b""
             raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}", extra_info=extra) from exc
         finally:
@@ -289,10 +294,3 @@ class FlightWorker(flight.FlightServerBase):
         self._stopped.set()
         self.shutdown()
         self._clients.close()
-
-
-def _causes(exc: BaseException):
-    """`exc` and the exceptions it was raised from."""
-    while exc is not None:
-        yield exc
-        exc = exc.__cause__ or exc.__context__

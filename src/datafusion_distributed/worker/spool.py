@@ -14,39 +14,16 @@ with `SpoolQuotaExceeded`.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 
 from ..common.threads import kept_threads
 from ..protocol.messages import check_query_id
 
 RELEASED = ".released"  # folders of released queries, being deleted
-
-
-@functools.lru_cache(maxsize=64)
-def _real_folder(folder: str) -> str:
-    """A spool folder with links resolved, once: it is asked for every input file."""
-    return os.path.realpath(folder) + os.sep
-
-
-def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bool:
-    """Whether a task output at `path` can be read where it is rather than fetched: it lies in
-    one of `folders` (spools on this host; links resolved) and has the size its producer
-    reported."""
-    if path is None:
-        return False
-    real = os.path.realpath(path)
-    if not any(real.startswith(_real_folder(folder)) for folder in folders):
-        return False
-    try:
-        return os.path.getsize(path) == size
-    except OSError:
-        return False
 
 
 def query_files(root: str) -> list[str]:

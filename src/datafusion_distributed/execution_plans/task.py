@@ -1,7 +1,8 @@
 """Run one task: splice its inputs into its plan, execute every output partition, write or stream.
 
 Used by workers for every task and by the coordinator for a single-task final stage, so a
-query runs the same code whether its stages run in one process or across many.
+query runs the same code whether its stages run in one process or across many. It knows
+nothing of the network: inputs arrive as local files, found by a `locate` callable.
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
 from ..common.fs import makedirs
 from ..common.threads import kept_threads, map_concurrently
-from ..execution_plans.stage import BoundaryKind
-from .cancellation import TaskCancelled
 from .dictionaries import DictionaryUnifier
+from .stage import BoundaryKind
 from .view_arrays import compact_views
 
 
 class TaskError(RuntimeError):
     """A task failed while building or running its plan."""
+
+
+class TaskCancelled(RuntimeError):
+    """A task stopped because its query was cancelled."""
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from ..coordinator.gather import read_outputs
+from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
 from ..distributed_planner.planner import single_task
+from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..worker.session import SessionBuilder, task_session
-from ..worker.task_execution import (
+from ..execution_plans.task import (
     ResolvedInput,
     TaskOutput,
     local_file,
@@ -24,8 +26,6 @@ from ..worker.task_execution import (
     stream_partitions,
     write_task_outputs,
 )
-from .gather import read_outputs
-from .inputs import exchange_schema, input_groups, needs_single_task
 
 
 class LocalStageRunner:

@@ -19,10 +19,10 @@ import threading
 import time
 import weakref
 
-from ..protocol.auth import TOKEN_ENV, check_token, new_token
-from ..worker.flight_worker import FlightWorker
-from ..worker.session import SessionBuilder
-from ..worker.spool import query_files
+from .execution_plans.session import SessionBuilder
+from .protocol.auth import TOKEN_ENV, check_token, new_token
+from .worker.flight_worker import FlightWorker
+from .worker.spool import query_files
 
 
 class EmbeddedCluster:

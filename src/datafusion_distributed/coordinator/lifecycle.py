@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from ..events.handlers import Event, EventKind, HandlerChain
-from .query_metrics import COORDINATOR, QueryMetrics, StageMetrics, TaskReport
-from .task_metrics import TaskMetrics
+from ..metrics.query_metrics import COORDINATOR, QueryMetrics, StageMetrics, TaskReport
+from ..metrics.task_metrics import TaskMetrics
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 

@@ -1,0 +1,48 @@
+"""The one retry policy of a query: only the loss of a worker is retried, a bounded number of
+times; every other failure ends the query at once.
+
+Every piece of work the coordinator hands out (a stage's task, a recomputed output, the head
+stage's input fetches) fails through here, so every lost worker is marked dead and reported
+(`worker_unreachable`) the same way, wherever its loss was found.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..protocol.flight import lost_worker
+from .errors import QueryFailed
+from .lifecycle import QueryCollector
+
+log = logging.getLogger("datafusion_distributed.coordinator")
+
+
+class RetryPolicy:
+    """Decides whether failed work is retried, and records the workers lost on the way.
+
+    Args:
+        attempts: tries of one piece of work whose worker was lost.
+        events: where lost workers are reported.
+    """
+
+    def __init__(self, attempts: int, events: QueryCollector):
+        self.attempts = attempts
+        self.events = events
+        self.dead: set[str] = set()
+
+    def after_failure(self, exc: BaseException, attempt: int, what: str) -> None:
+        """Let try `attempt + 1` of `what` go ahead after `exc` ended try `attempt`, or raise.
+
+        A lost worker is marked dead (and reported the first time), and the retry waits a
+        moment longer each attempt. Raises QueryFailed ("<what> failed: ...") when `exc` is not
+        a lost worker or the tries are spent."""
+        lost = lost_worker(exc)
+        if lost is None or attempt >= self.attempts:
+            tried = f" after {attempt} attempts" if lost else ""
+            raise QueryFailed(f"{what} failed{tried}: {exc}") from exc
+        if lost not in self.dead:
+            self.dead.add(lost)
+            self.events.worker_unreachable(lost, exc)
+        log.warning("worker %s lost; trying again (attempt %d)", lost, attempt + 1)
+        time.sleep(0.05 * attempt)
