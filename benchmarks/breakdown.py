@@ -36,9 +36,9 @@ from datafusion import SessionConfig, SessionContext
 
 import datafusion_distributed.coordinator.context as context_mod
 import datafusion_distributed.coordinator.scheduler as scheduler_mod
+import datafusion_distributed.execution_plans.task as task_mod
 import datafusion_distributed.protocol.flight as flight_mod
 import datafusion_distributed.worker.flight_worker as worker_mod
-import datafusion_distributed.execution_plans.task as task_mod
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query

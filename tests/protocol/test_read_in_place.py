@@ -9,9 +9,9 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster
+from datafusion_distributed.protocol.fetch import readable_in_place
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch
-from datafusion_distributed.protocol.fetch import readable_in_place
 
 SQL = "SELECT o_orderpriority, count(*) AS n, sum(o_totalprice) AS total FROM orders GROUP BY 1"
 CONFIG = DistributedConfig(bytes_per_partition=64 * 1024)
