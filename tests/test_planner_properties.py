@@ -191,6 +191,7 @@ configs = st.builds(
     partitions_per_task=st.integers(1, 2),
     bytes_per_partition=st.just(1),
     broadcast_inline_bytes=st.sampled_from([0, 8 * 1024 * 1024]),
+    broadcast_total_rows=st.none(),
 )
 
 

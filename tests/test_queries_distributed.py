@@ -25,9 +25,15 @@ from datafusion_distributed.test_utils.local_check import (
 )
 
 CONFIGS = {
-    "w3-p2": PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=1024),
-    "w2-p1": PlannerConfig(workers=2, partitions_per_task=1, bytes_per_partition=1024),
-    "w5-p3": PlannerConfig(workers=5, partitions_per_task=3, bytes_per_partition=1024),
+    "w3-p2": PlannerConfig(
+        workers=3, partitions_per_task=2, bytes_per_partition=1024, broadcast_total_rows=None
+    ),
+    "w2-p1": PlannerConfig(
+        workers=2, partitions_per_task=1, bytes_per_partition=1024, broadcast_total_rows=None
+    ),
+    "w5-p3": PlannerConfig(
+        workers=5, partitions_per_task=3, bytes_per_partition=1024, broadcast_total_rows=None
+    ),
 }
 
 # Hash joins of these small tables are planned CollectLeft; "partitioned" forces both sides

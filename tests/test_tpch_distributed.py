@@ -52,7 +52,10 @@ def _single_node(ctx, n: int, target_partitions: int):
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS, ids=lambda n: f"q{n:02d}")
 def test_tpch_distributed_matches_single_node(n, workers, partitions_per_task, tpch_sf01):
     config = PlannerConfig(
-        workers=workers, partitions_per_task=partitions_per_task, bytes_per_partition=BYTES_PER_PARTITION
+        workers=workers,
+        partitions_per_task=partitions_per_task,
+        bytes_per_partition=BYTES_PER_PARTITION,
+        broadcast_total_rows=None,
     )
     ctx = _context(tpch_sf01, config)
     sql = tpch_query(n)

@@ -15,7 +15,13 @@ from datafusion_distributed.test_utils.local_check import (
     planning_context,
 )
 
-CONFIG = PlannerConfig(workers=2, partitions_per_task=2, bytes_per_partition=1, broadcast_inline_bytes=0)
+CONFIG = PlannerConfig(
+    workers=2,
+    partitions_per_task=2,
+    bytes_per_partition=1,
+    broadcast_inline_bytes=0,
+    broadcast_total_rows=None,
+)
 
 CONSTANT = "SELECT a, b, rank() OVER (PARTITION BY a ORDER BY b) AS r FROM t WHERE a = 1"
 NO_SORT = "SELECT a, b, rank() OVER (PARTITION BY a ORDER BY a) AS r FROM t WHERE a = 1"

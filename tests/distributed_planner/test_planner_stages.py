@@ -22,6 +22,11 @@ from datafusion_distributed.test_utils.local_check import (
 KiB = 1024
 
 
+def planner_config(**settings: object) -> PlannerConfig:
+    """A PlannerConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
+    return PlannerConfig(broadcast_total_rows=None, **settings)
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     """big: 4 files of 5000 rows; mid: 3 files of 1000 rows; small: 1 file of 20 rows."""
@@ -60,7 +65,7 @@ JOIN = "SELECT b.g, count(*) AS n FROM big b JOIN mid m ON b.k = m.k GROUP BY b.
 
 
 def test_plan_shape_invariants(tables):
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     ctx = context(tables, config)
     plan = plan_distributed(ctx, JOIN, config)
     assert len(plan.stages) > 1 and plan.is_distributed
@@ -84,7 +89,7 @@ def test_plan_shape_invariants(tables):
 
 def test_split_scans_and_shuffles_are_shared_out_exactly_once(tables):
     # No broadcast is folded into its consumers here, so every scan left in a split stage is split.
-    config = PlannerConfig(
+    config = planner_config(
         workers=3, partitions_per_task=2, bytes_per_partition=KiB, broadcast_inline_bytes=0
     )
     plan = plan_distributed(context(tables, config), JOIN, config)
@@ -107,7 +112,7 @@ def test_split_scans_and_shuffles_are_shared_out_exactly_once(tables):
 
 
 def test_task_plans_restrict_their_scans(tables):
-    config = PlannerConfig(workers=2, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=2, partitions_per_task=2, bytes_per_partition=KiB)
     plan = plan_distributed(context(tables, config), GROUP_BY, config)
     leaf = plan.stages[0]
     assert leaf.task_count == 2
@@ -134,7 +139,7 @@ def _scans_in(raw: bytes, tables):
 
 def test_collect_left_left_join_stage_has_one_task(tables):
     """A Left join emits unmatched build rows: every probe row must be seen by one task."""
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     ctx = context(tables, config)
     sql = "SELECT s.k, b.v FROM small s LEFT JOIN big b ON s.k = b.k ORDER BY 1, 2"
     plan, _ = assert_distributed_matches(ctx, sql, config)
@@ -148,7 +153,7 @@ def test_collect_left_left_join_stage_has_one_task(tables):
 
 
 def test_collect_left_inner_join_splits_its_probe_side(tables):
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     ctx = context(tables, config)
     sql = "SELECT s.k, b.v FROM small s JOIN big b ON s.k = b.k ORDER BY 1, 2"
     plan, _ = assert_distributed_matches(ctx, sql, config)
@@ -160,7 +165,7 @@ def test_collect_left_inner_join_splits_its_probe_side(tables):
 
 
 def test_single_task_boundaries_fold_into_one_stage(tables):
-    config = PlannerConfig(workers=1, partitions_per_task=4, bytes_per_partition=KiB)
+    config = planner_config(workers=1, partitions_per_task=4, bytes_per_partition=KiB)
     ctx = context(tables, config)
     root = PlanNode.from_plan(ctx.sql(JOIN).execution_plan())
     assert any(n.name == "RepartitionExec" and "Hash(" in n.line for n in root.walk())
@@ -172,7 +177,7 @@ def test_single_task_boundaries_fold_into_one_stage(tables):
 
 def test_small_data_with_large_partitions_keeps_one_stage(tables):
     """No scan justifies a second task, so every boundary folds back."""
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=64 * 1024 * KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=64 * 1024 * KiB)
     plan, _ = assert_distributed_matches(context(tables, config), JOIN, config)
     assert len(plan.stages) == 1
     assert plan.final.task_count == 1
@@ -182,7 +187,7 @@ def test_bytes_per_partition_sets_leaf_task_counts(tables):
     size = scanned_bytes(tables, "big")
     counts = {}
     for bpp in (64 * 1024 * KiB, math.ceil(size / 2 / 2), KiB):
-        config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=bpp)
+        config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=bpp)
         plan = plan_distributed(context(tables, config), GROUP_BY, config)
         counts[bpp] = plan.stages[0].task_count if len(plan.stages) > 1 else 1
         if len(plan.stages) > 1:
@@ -192,7 +197,9 @@ def test_bytes_per_partition_sets_leaf_task_counts(tables):
 
 @pytest.mark.parametrize("cap", [1, 2, 4])
 def test_max_tasks_per_stage_caps_every_stage(tables, cap):
-    config = PlannerConfig(workers=5, partitions_per_task=1, bytes_per_partition=KiB, max_tasks_per_stage=cap)
+    config = planner_config(
+        workers=5, partitions_per_task=1, bytes_per_partition=KiB, max_tasks_per_stage=cap
+    )
     plan, _ = assert_distributed_matches(context(tables, config), JOIN, config)
     assert max(s.task_count for s in plan.stages) == cap
     if cap == 1:
@@ -200,14 +207,14 @@ def test_max_tasks_per_stage_caps_every_stage(tables, cap):
 
 
 def test_workers_cap_task_counts(tables):
-    config = PlannerConfig(workers=2, partitions_per_task=1, bytes_per_partition=KiB)
+    config = planner_config(workers=2, partitions_per_task=1, bytes_per_partition=KiB)
     plan = plan_distributed(context(tables, config), JOIN, config)
     assert max(s.task_count for s in plan.stages) == 2
 
 
 def test_stage_under_local_limit_is_cut(tables):
     """LocalLimitExec used to be taken for an avro scan, hiding the exchanges below it."""
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     ctx = context(tables, config)
     sql = "SELECT count(a) AS n FROM (SELECT k AS a FROM big UNION SELECT k FROM mid LIMIT 3)"
     assert "LocalLimitExec" in ctx.sql(sql).execution_plan().display_indent()
@@ -233,7 +240,7 @@ def test_planner_config_validation():
 def test_cardinality_factor_shrinks_stages_above_shuffles(tables):
     plans = {}
     for factor in (1.0, 0.34):
-        config = PlannerConfig(
+        config = planner_config(
             workers=3, partitions_per_task=2, bytes_per_partition=KiB, cardinality_factor=factor
         )
         plans[factor] = plan_distributed(context(tables, config), GROUP_BY, config)
@@ -247,7 +254,7 @@ def test_cardinality_factor_shrinks_stages_above_shuffles(tables):
 
 def test_small_broadcasts_are_computed_by_each_consumer_task(tables):
     def broadcasts(inline_bytes: int) -> int:
-        config = PlannerConfig(
+        config = planner_config(
             workers=3, partitions_per_task=2, bytes_per_partition=KiB, broadcast_inline_bytes=inline_bytes
         )
         plan = plan_distributed(context(tables, config), JOIN, config)

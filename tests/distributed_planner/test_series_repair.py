@@ -10,9 +10,13 @@ from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.local_check import assert_distributed_matches, planning_context
 
 CONFIGS = {
-    "default": PlannerConfig(workers=2, partitions_per_task=2),
+    "default": PlannerConfig(workers=2, partitions_per_task=2, broadcast_total_rows=None),
     "forced": PlannerConfig(
-        workers=2, partitions_per_task=2, bytes_per_partition=1, broadcast_inline_bytes=0
+        workers=2,
+        partitions_per_task=2,
+        bytes_per_partition=1,
+        broadcast_inline_bytes=0,
+        broadcast_total_rows=None,
     ),
 }
 

@@ -24,6 +24,11 @@ from datafusion_distributed.test_utils.local_check import (
 KiB = 1024
 
 
+def planner_config(**settings: object) -> PlannerConfig:
+    """A PlannerConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
+    return PlannerConfig(broadcast_total_rows=None, **settings)
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     root = tmp_path_factory.mktemp("display")
@@ -51,7 +56,7 @@ def stage_blocks(text: str) -> list[str]:
 
 
 def test_stages_are_boxed_final_first_with_inputs_and_tasks(tables):
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     sql = "SELECT b.g, count(*) FROM big b JOIN many m ON b.k = m.k GROUP BY b.g ORDER BY b.g"
     plan = plan_distributed(context(tables, config), sql, config)
     text = display_distributed_plan(plan)
@@ -77,7 +82,7 @@ def test_stages_are_boxed_final_first_with_inputs_and_tasks(tables):
 
 
 def test_long_file_lists_wrap_instead_of_being_cut(tables):
-    config = PlannerConfig(workers=1, partitions_per_task=1, bytes_per_partition=KiB)
+    config = planner_config(workers=1, partitions_per_task=1, bytes_per_partition=KiB)
     plan = plan_distributed(context(tables, config), "SELECT sum(k) FROM many", config)
     text = display_distributed_plan(plan)
     assert all(len(line) <= MAX_LINE for line in text.splitlines())
@@ -89,7 +94,7 @@ def test_long_file_lists_wrap_instead_of_being_cut(tables):
 
 
 def test_node_lines_are_truncated(tables):
-    config = PlannerConfig(workers=1, partitions_per_task=1, bytes_per_partition=KiB)
+    config = planner_config(workers=1, partitions_per_task=1, bytes_per_partition=KiB)
     expr = " + ".join(f"k * {i}" for i in range(60))
     plan = plan_distributed(
         context(tables, config), f"SELECT g, sum({expr}) AS x FROM big GROUP BY g", config
@@ -100,7 +105,7 @@ def test_node_lines_are_truncated(tables):
 
 
 def test_scan_label_keeps_group_count_not_paths(tables):
-    config = PlannerConfig(workers=1, partitions_per_task=3, bytes_per_partition=KiB)
+    config = planner_config(workers=1, partitions_per_task=3, bytes_per_partition=KiB)
     ctx = context(tables, config)
     root = PlanNode.from_plan(ctx.sql("SELECT k FROM big WHERE g = 1").execution_plan())
     scan = next(n for n in root.walk() if n.name == "DataSourceExec")
@@ -116,7 +121,7 @@ def test_scan_label_keeps_group_count_not_paths(tables):
 
 def test_identical_cut_subtrees_each_show_their_own_input(tables):
     """A self-join whose two shuffled sides serialise identically: inputs match in order."""
-    config = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
+    config = planner_config(workers=3, partitions_per_task=2, bytes_per_partition=KiB)
     ctx = _without_dynamic_filters(config, tables)
     sql = "SELECT count(*) FROM big a JOIN big b ON a.k = b.k AND a.g = b.g"
     plan = plan_distributed(ctx, sql, config)

@@ -23,7 +23,9 @@ from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tpch"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
-CONFIG = PlannerConfig(workers=3, partitions_per_task=2, bytes_per_partition=64 * 1024)
+CONFIG = PlannerConfig(
+    workers=3, partitions_per_task=2, bytes_per_partition=64 * 1024, broadcast_total_rows=None
+)
 
 
 def header(n: int) -> str:

@@ -161,24 +161,9 @@ class DistributedContext:
             raise ValueError("the worker resolver returned no workers")
         return urls
 
-    def planning_settings(self, workers: int) -> dict[str, str]:
-        """The DataFusion settings a query is planned with for `workers` workers, over the
-        user's own: these few are overridden per query (see docs/configuration.md)."""
-        settings = {"datafusion.execution.target_partitions": str(workers * self.config.partitions_per_task)}
-        if self.config.broadcast_total_rows is not None:
-            # A join side this small is broadcast (collected whole by every task) rather than
-            # both sides shuffled: copying a small side to each worker beats moving every row
-            # of a big one, as long as all the copies together stay small.
-            settings["datafusion.optimizer.hash_join_single_partition_threshold_rows"] = str(
-                self.config.broadcast_total_rows // workers
-            )
-            settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(
-                self.config.broadcast_total_bytes // workers
-            )
-        return settings
-
     def planning_session(self, workers: int) -> SessionContext:
-        """A copy of the user's session, with the planning settings for `workers` workers.
+        """A copy of the user's session, with the DataFusion settings a query on `workers`
+        workers is planned with (`PlannerConfig.datafusion_settings`).
 
         The copy shares the user's catalogs, tables and object stores and starts from their
         current settings, so a `SET` of theirs applies, and changing its settings leaves the
@@ -192,7 +177,7 @@ class DistributedContext:
             if self._planning is not None and self._planning[0] == key:
                 return self._planning[1]
         session = self.ctx.enable_url_table()
-        for name, value in self.planning_settings(workers).items():
+        for name, value in self.config.planner(workers).datafusion_settings().items():
             session.sql(f"SET {name} = {value}")
         with self._planning_lock:
             self._planning = (key, session)

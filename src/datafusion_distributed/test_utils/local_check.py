@@ -2,7 +2,9 @@
 
 The helpers follow the rules a distributed plan needs:
 
-* the context plans with ``target_partitions = workers * partitions_per_task``;
+* the context plans with the settings of ``PlannerConfig.datafusion_settings``
+  (``target_partitions = workers * partitions_per_task``, and the hash join thresholds of a
+  broadcast unless ``broadcast_total_rows`` is None);
 * the physical plan comes from a fresh DataFrame that was never executed (executing fills in
   dynamic filters, which would then be serialised as if they were static);
 * the single-node answer comes from another fresh DataFrame of the same SQL.
@@ -37,8 +39,12 @@ EXCHANGE_NODES = ("CoalescePartitionsExec", "SortPreservingMergeExec")
 
 
 def planning_session_config(config: PlannerConfig) -> SessionConfig:
-    """The SessionConfig a distributed query is planned with."""
-    return SessionConfig().with_target_partitions(config.target_partitions)
+    """The SessionConfig a distributed query is planned with: DataFusion's defaults with the
+    settings of `config` applied, as DistributedContext applies them to the user's session."""
+    session = SessionConfig()
+    for name, value in config.datafusion_settings().items():
+        session = session.set(name, value)
+    return session
 
 
 def planning_context(

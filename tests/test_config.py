@@ -1,0 +1,81 @@
+"""DistributedConfig: checked when made, and the DataFusion settings a query is planned with."""
+
+from __future__ import annotations
+
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext
+
+MiB = 1024 * 1024
+
+INVALID = {
+    "partitions_per_task": 0,
+    "bytes_per_partition": 0,
+    "cardinality_factor": 0.0,
+    "max_tasks_per_stage": -1,
+    "broadcast_inline_bytes": -1,
+    "broadcast_total_rows": -1,
+    "broadcast_total_bytes": -1,
+    "embedded_workers": 0,
+    "compression": "gzip",
+    "connect_timeout": 0.0,
+    "task_timeout": -1.0,
+    "task_attempts": 0,
+    "query_timeout": 0.0,
+}
+
+
+@pytest.mark.parametrize(("name", "value"), INVALID.items(), ids=INVALID)
+def test_an_invalid_setting_fails_when_the_config_is_made(name, value):
+    with pytest.raises(ValueError, match=f"^{name} must be "):
+        DistributedConfig(**{name: value})
+
+
+def test_defaults_are_the_documented_ones():
+    assert repr(DistributedConfig()) == (
+        "DistributedConfig(partitions_per_task=2, bytes_per_partition=16777216, cardinality_factor=1.0, "
+        "max_tasks_per_stage=0, broadcast_inline_bytes=8388608, broadcast_total_rows=4000000, "
+        "broadcast_total_bytes=134217728, embedded_workers=2, compression='auto', connect_timeout=30.0, "
+        "task_timeout=600.0, task_attempts=3, query_timeout=None, tls_root_certs=None)"
+    )
+
+
+def test_the_planner_gets_the_planning_settings():
+    config = DistributedConfig(partitions_per_task=3, bytes_per_partition=MiB, max_tasks_per_stage=2)
+    planner = config.planner(4)
+    assert (planner.workers, planner.partitions_per_task, planner.bytes_per_partition) == (4, 3, MiB)
+    assert (planner.target_partitions, planner.task_cap) == (12, 2)
+
+
+def planned_with(target_partitions: int, join_rows: int, join_bytes: int) -> dict[str, str]:
+    return {
+        "datafusion.execution.target_partitions": str(target_partitions),
+        "datafusion.optimizer.hash_join_single_partition_threshold_rows": str(join_rows),
+        "datafusion.optimizer.hash_join_single_partition_threshold": str(join_bytes),
+    }
+
+
+@pytest.mark.parametrize(
+    ("workers", "expected"),
+    [(1, planned_with(2, 4_000_000, 128 * MiB)), (3, planned_with(6, 1_333_333, 128 * MiB // 3))],
+)
+def test_planning_settings_divide_the_broadcast_totals_by_the_workers(workers, expected):
+    assert DistributedConfig().planner(workers).datafusion_settings() == expected
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_without_broadcast_totals_only_the_target_partitions_are_set(workers):
+    settings = DistributedConfig(broadcast_total_rows=None).planner(workers).datafusion_settings()
+    assert settings == {"datafusion.execution.target_partitions": str(2 * workers)}
+
+
+def test_the_planning_session_has_the_planning_settings_and_the_users_context_keeps_its_own():
+    ctx = SessionContext()
+    workers = [f"grpc://10.0.0.{i}:50051" for i in range(1, 4)]  # planning only: nothing connects
+    with DistributedContext(ctx, workers=workers) as dctx:
+        session = dctx.planning_session(3)
+        for name, value in DistributedConfig().planner(3).datafusion_settings().items():
+            shown = session.sql(f"SHOW {name}").to_pylist()[0]["value"]
+            assert shown == value
+            assert ctx.sql(f"SHOW {name}").to_pylist()[0]["value"] != value
