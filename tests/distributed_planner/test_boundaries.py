@@ -8,9 +8,8 @@ from datafusion_distributed.distributed_planner.boundaries import (
     BUILD_SIDE_JOIN_TYPES,
     boundary_kind,
     split_hazard,
-    whole_children,
 )
-from datafusion_distributed.execution_plans.plan_node import PlanNode
+from datafusion_distributed.execution_plans.plan_node import PlanNode, whole_children
 from datafusion_distributed.execution_plans.stage import BoundaryKind
 
 

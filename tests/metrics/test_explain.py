@@ -8,6 +8,10 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed.execution_plans.plan_node import PlanNode
+from datafusion_distributed.execution_plans.stage import Stage
+from datafusion_distributed.metrics.explain import executed_node
+from datafusion_distributed.metrics.task_metrics import NodeMetrics
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
 CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=256 * 1024)
@@ -75,3 +79,33 @@ def test_graphviz_and_mermaid(dctx):
     assert " rows, " in analyzed
     with pytest.raises(ValueError, match="format"):
         df.explain_string(format="svg")
+
+
+def test_metrics_are_found_by_path_where_the_executed_plan_has_the_stages_shape():
+    def plan_node(name, *children):
+        return PlanNode(name, name, 1, name.encode(), children)
+
+    def executed(name, *children):
+        return NodeMetrics(name, {"output_rows": len(name)}, children)
+
+    shuffle = plan_node("RepartitionExec", plan_node("DataSourceExec"))
+    stage = Stage(
+        1,
+        plan_node("ProjectionExec", plan_node("HashJoinExec", plan_node("FilterExec"), shuffle)),
+        b"",
+        (),
+        (),
+        None,
+    )
+    scan = executed("DataSourceExec")  # the input's scan stands where the shuffle was
+    join = executed("HashJoinExec", executed("FilterExec"), scan)
+    run = executed("ProjectionExec", join)
+    assert executed_node(stage, (), run) is run
+    assert executed_node(stage, (0,), run) is join
+    assert executed_node(stage, (0, 1), run) is None  # another node there: no numbers
+    assert executed_node(stage, (0, 1), run, at_input=True) is scan
+    other = executed("ProjectionExec", executed("SortMergeJoinExec", executed("FilterExec"), scan))
+    assert executed_node(stage, (0, 0), other) is None  # the path leads through another node
+    short = executed("ProjectionExec", executed("HashJoinExec", executed("FilterExec")))
+    assert executed_node(stage, (0, 0), short) is None  # its children cannot be matched
+    assert executed_node(stage, (0,), None) is None

@@ -16,7 +16,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..codec import WireError
 from ..codec.ordering import sort_keys, window_partition_keys
-from ..execution_plans.plan_node import PlanNode
+from ..execution_plans.plan_node import PlanNode, collects_left
 from ..execution_plans.stage import BoundaryKind
 
 # Join types whose output includes build-side (left) rows decided by *all* probe rows: a task
@@ -64,20 +64,6 @@ def boundary_kind(node: PlanNode) -> BoundaryKind | None:
     if node.name == "SortPreservingMergeExec" and node.children:
         return BoundaryKind.MERGE
     return None
-
-
-def _collects_left(node: PlanNode) -> bool:
-    if node.name == "HashJoinExec":
-        return node.attribute("mode") == "CollectLeft"
-    return node.name in ("NestedLoopJoinExec", "CrossJoinExec")
-
-
-def whole_children(node: PlanNode) -> set[int]:
-    """Children every task must read in full: the collected (build) side of a join, and the
-    subqueries of a ScalarSubqueryExec (child 0 is its input; the others compute the values)."""
-    if node.name == "ScalarSubqueryExec":
-        return set(range(1, len(node.children)))
-    return {0} if _collects_left(node) else set()
 
 
 def rebuilds_alone(node: PlanNode) -> bool:
@@ -149,7 +135,7 @@ def ordering_from_below(node: PlanNode) -> str | None:
 
 def split_hazard(node: PlanNode) -> str | None:
     """Why a stage holding `node` must not be split across tasks, or None if it may be."""
-    if _collects_left(node) and node.attribute("join_type") in BUILD_SIDE_JOIN_TYPES:
+    if collects_left(node) and node.attribute("join_type") in BUILD_SIDE_JOIN_TYPES:
         return (
             f"{node.name} join_type={node.attribute('join_type')} emits build-side rows that "
             "depend on every probe row"

@@ -23,14 +23,13 @@ from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.wire import encode_len_field
 from ..events.handlers import HandlerChain, TaskCountRequest
-from ..execution_plans.plan_node import PlanNode
+from ..execution_plans.plan_node import PlanNode, whole_children
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
 from .boundaries import (
     boundary_kind,
     ordering_from_below,
     rebuilds_alone,
     split_hazard,
-    whole_children,
 )
 from .config import PlannerConfig
 from .fidelity import travel_blocker, unserialisable

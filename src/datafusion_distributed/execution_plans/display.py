@@ -25,8 +25,7 @@ from __future__ import annotations
 import posixpath
 
 from ..codec import ScannedFile, file_groups, scan_kind
-from ..distributed_planner.boundaries import whole_children
-from .plan_node import PlanNode
+from .plan_node import PlanNode, whole_children
 from .stage import BoundaryKind, DistributedPlan, Stage, StageInput
 
 MAX_LINE = 160
@@ -112,23 +111,38 @@ def _input_label(stage_input: StageInput) -> str:
     )
 
 
+NodePath = tuple[int, ...]
+"""Where a node stands in its stage: the child indices that lead to it from the stage's root
+(the root itself is `()`). The plan a task executes has the stage plan's shape down to its input
+boundaries, so a path names the same node there (see `Annotations`)."""
+
+
 class Annotations:
-    """Extra text for a rendered plan (EXPLAIN ANALYZE adds metrics this way); by default none."""
+    """Extra text for a rendered plan, asked for once per line as the renderer walks each stage
+    (EXPLAIN ANALYZE adds metrics this way); by default none.
+
+    Nodes and inputs are keyed by their `NodePath` in the stage, so a hook finds what belongs to
+    a node by following the path (in an executed plan, say) instead of walking the stage again.
+    """
 
     def header(self, stage: Stage) -> list[str]:
-        """Lines under a stage's header line."""
+        """Lines under the header line of `stage`."""
         return []
 
-    def node(self, stage: Stage, node: PlanNode) -> str:
-        """Text after a node's line."""
+    def node(self, stage: Stage, path: NodePath, node: PlanNode, reads: StageInput | None) -> str:
+        """Text after the line of `node`, at `path` in `stage`. `reads` is the input the node
+        reads when it is a coalesce or merge boundary (it runs in this stage over that input)."""
         return ""
 
-    def input(self, stage: Stage, stage_input: StageInput) -> str:
-        """Text after an input's line."""
+    def input(self, stage: Stage, path: NodePath, stage_input: StageInput) -> str:
+        """Text after the line of `stage_input`; `path` is where its boundary node stands (for a
+        shuffle the input is read in place of that node, for a coalesce or merge below it)."""
         return ""
 
 
 class _StageRenderer:
+    """Renders one stage's nodes, inputs and files in a single walk of its plan."""
+
     def __init__(self, stage: Stage, annotations: Annotations | None = None):
         self.stage = stage
         self.annotations = annotations or Annotations()
@@ -141,7 +155,7 @@ class _StageRenderer:
         self.lines: list[str] = []
 
     def render(self) -> list[str]:
-        self._node(self.stage.root, depth=0, whole=False)
+        self._node(self.stage.root, (), depth=0, whole=False)
         for stage_input in self.pending_inputs:  # not found in the tree: still show it
             self._emit(0, _input_label(stage_input) + " (boundary not found in the stage)")
         return self.lines
@@ -151,23 +165,22 @@ class _StageRenderer:
         line = _truncate(INDENT * depth + text, MAX_LINE - len("│ "))
         self.lines.append(line + (", " + suffix if suffix else ""))
 
-    def _node(self, node: PlanNode, depth: int, whole: bool) -> None:
+    def _node(self, node: PlanNode, path: NodePath, depth: int, whole: bool) -> None:
+        annotate, stage = self.annotations, self.stage
         if self.pending_inputs and self.pending_inputs[0].boundary == node.raw:
             stage_input = self.pending_inputs.pop(0)
-            annotate = self.annotations
-            if stage_input.kind is BoundaryKind.SHUFFLE:
-                self._emit(depth, _input_label(stage_input), annotate.input(self.stage, stage_input))
-            else:  # the coalesce or merge runs in this stage too, over the input
-                self._emit(depth, node_label(node), annotate.node(self.stage, node))
-                self._emit(depth + 1, _input_label(stage_input), annotate.input(self.stage, stage_input))
+            if stage_input.kind is not BoundaryKind.SHUFFLE:  # it runs in this stage too, over the input
+                self._emit(depth, node_label(node), annotate.node(stage, path, node, stage_input))
+                depth += 1
+            self._emit(depth, _input_label(stage_input), annotate.input(stage, path, stage_input))
             return
-        self._emit(depth, node_label(node), self.annotations.node(self.stage, node))
+        self._emit(depth, node_label(node), annotate.node(stage, path, node, None))
         if scan_kind(node.raw) is not None:
             self._scan_files(node, depth + 1, whole)
             return
         whole_idx = whole_children(node)
         for i, child in enumerate(node.children):
-            self._node(child, depth + 1, whole or i in whole_idx)
+            self._node(child, (*path, i), depth + 1, whole or i in whole_idx)
 
     def _scan_files(self, node: PlanNode, depth: int, whole: bool) -> None:
         groups = [tuple(g) for g in file_groups(node.raw)]
@@ -197,7 +210,7 @@ class _StageRenderer:
 
 
 def display_stage(stage: Stage, annotations: Annotations | None = None) -> str:
-    """One stage as a box of text lines."""
+    """One stage as a box of text lines; `annotations` add text to its header, nodes and inputs."""
     output = stage.output.value if stage.output is not None else "result"
     header = (
         f"┌{RULE} Stage {stage.id} ── tasks={stage.task_count} "

@@ -75,6 +75,22 @@ class PlanNode:
         return rest[:end]
 
 
+def collects_left(node: PlanNode) -> bool:
+    """Whether `node` is a join that collects its left (build) child whole before it reads
+    the right one: a CollectLeft hash join, a nested loop join or a cross join."""
+    if node.name == "HashJoinExec":
+        return node.attribute("mode") == "CollectLeft"
+    return node.name in ("NestedLoopJoinExec", "CrossJoinExec")
+
+
+def whole_children(node: PlanNode) -> set[int]:
+    """Children every task must read in full: the collected (build) side of a join, and the
+    subqueries of a ScalarSubqueryExec (child 0 is its input; the others compute the values)."""
+    if node.name == "ScalarSubqueryExec":
+        return set(range(1, len(node.children)))
+    return {0} if collects_left(node) else set()
+
+
 def _first_line(plan: ExecutionPlan) -> str:
     return plan.display().split("\n", 1)[0].strip()
 

@@ -1,17 +1,20 @@
-"""The distributed plan rendered with what its run measured (EXPLAIN ANALYZE), and the stage
-DAG as Graphviz DOT or Mermaid.
+"""What a run measured, looked up for each part of the distributed plan and formatted: the
+text of EXPLAIN ANALYZE and the notes on a drawn stage DAG (the renderers live beside the plan,
+in `execution_plans`; this module only supplies their annotations).
 
-Node metrics are matched to the plan by walking the stage's plan and the executed plan's
-metrics together: the executed plan is the stage's plan with each input boundary replaced by a
-scan of the exchanged files (for a coalesce or merge, the boundary node over that scan).
+A node's metrics are found by its path in the stage: the executed plan is the stage's plan with
+each input boundary replaced by a scan of the exchanged files (for a coalesce or merge, the
+boundary node over that scan), so down to its inputs it has the stage plan's shape, and the path
+of child indices that leads to a node in the stage leads to its metrics in the executed plan.
 """
 
 from __future__ import annotations
 
-from ..execution_plans.display import Annotations, display_distributed_plan
+from ..execution_plans.display import Annotations, NodePath, display_distributed_plan
+from ..execution_plans.graph import GraphAnnotations, render_graphviz, render_mermaid
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput
-from .query_metrics import QueryMetrics, StageMetrics
+from .query_metrics import QueryMetrics, StageMetrics, TaskReport
 from .task_metrics import NodeMetrics
 
 # Metrics shown on every node; verbose shows all of them.
@@ -20,6 +23,7 @@ _ALWAYS = ("output_rows", "elapsed_compute")
 
 
 def format_bytes(n: float) -> str:
+    """`n` bytes in B, KiB, MiB or GiB."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -28,6 +32,7 @@ def format_bytes(n: float) -> str:
 
 
 def format_seconds(s: float) -> str:
+    """`s` seconds in s, ms or µs, with two decimals."""
     if s >= 1:
         return f"{s:.2f}s"
     if s >= 1e-3:
@@ -36,6 +41,8 @@ def format_seconds(s: float) -> str:
 
 
 def format_value(name: str, value: int) -> str:
+    """A DataFusion metric's value as shown: times (recorded in nanoseconds) in seconds, byte
+    counts in bytes, anything else as the number."""
     if name == "elapsed_compute" or name.endswith("_time") or "time_" in name or name.endswith("_ns"):
         return format_seconds(value / 1e9)
     if name.endswith("bytes"):
@@ -43,63 +50,41 @@ def format_value(name: str, value: int) -> str:
     return str(value)
 
 
-def _pair_nodes(stage: Stage, root: PlanNode, executed: NodeMetrics | None):
-    """Map the stage's display nodes and inputs to executed-plan nodes, as the display walks."""
-    nodes: dict[int, list[NodeMetrics | None]] = {}
-    inputs: dict[int, NodeMetrics | None] = {}
-    pending = list(stage.inputs)
-
-    def walk(node: PlanNode, metrics: NodeMetrics | None) -> None:
-        if metrics is not None and metrics.name != node.name and not _is_input(node, pending):
-            metrics = None  # the executed plan differs here: show no numbers rather than wrong ones
-        if pending and pending[0].boundary == node.raw:
-            stage_input = pending.pop(0)
-            if stage_input.kind is BoundaryKind.SHUFFLE:
-                inputs[id(stage_input)] = metrics
-            else:
-                nodes[id(node)] = metrics
-                inputs[id(stage_input)] = metrics.children[0] if metrics and metrics.children else None
-            return
-        nodes[id(node)] = metrics
-        children = metrics.children if metrics is not None else ()
-        for i, child in enumerate(node.children):
-            walk(child, children[i] if i < len(children) and len(children) == len(node.children) else None)
-
-    walk(root, executed)
-    return nodes, inputs
+def executed_node(
+    stage: Stage, path: NodePath, executed: NodeMetrics | None, at_input: bool = False
+) -> NodeMetrics | None:
+    """The node of the executed plan `executed` at `path` in `stage`, or None where the executed
+    plan differs from the stage's plan on the way there (no numbers rather than wrong ones): a
+    node of another name, or another number of children. `at_input` says the path ends at an
+    input boundary, where the executed plan legitimately holds the scan of the input instead."""
+    node, metrics = stage.root, executed
+    for index in path:
+        if metrics is None or metrics.name != node.name or len(metrics.children) != len(node.children):
+            return None
+        node, metrics = node.children[index], metrics.children[index]
+    if metrics is None or (metrics.name != node.name and not at_input):
+        return None
+    return metrics
 
 
-def _is_input(node: PlanNode, pending: list[StageInput]) -> bool:
-    return bool(pending) and pending[0].boundary == node.raw
+class MetricsAnnotations(Annotations, GraphAnnotations):
+    """What a run measured, for the text display and the DAG drawings: each stage's totals,
+    each node's metrics summed over the stage's tasks, and each input's reads; `verbose` adds
+    every metric, each task's line and per-task row counts to the text."""
 
-
-class MetricsAnnotations(Annotations):
-    """Annotates each stage with its totals, each node with its metrics summed over the
-    stage's tasks, and each input with what was read; `verbose` adds every metric, each
-    task's line and per-task row counts."""
-
-    def __init__(self, plan: DistributedPlan, metrics: QueryMetrics, verbose: bool = False):
+    def __init__(self, metrics: QueryMetrics, verbose: bool = False):
         self.metrics = metrics
         self.verbose = verbose
-        self._nodes: dict[tuple[int, int], NodeMetrics | None] = {}
-        self._per_task: dict[tuple[int, int], list[NodeMetrics | None]] = {}
-        self._inputs: dict[tuple[int, int], NodeMetrics | None] = {}
-        for stage in plan.stages:
-            stage_metrics = metrics.stage(stage.id)
-            if stage_metrics is None:
-                continue
-            nodes, inputs = _pair_nodes(stage, stage.root, stage_metrics.plan)
-            self._nodes.update({(stage.id, k): v for k, v in nodes.items()})
-            self._inputs.update({(stage.id, k): v for k, v in inputs.items()})
-            if verbose:
-                for task in stage_metrics.tasks:
-                    task_nodes, _ = _pair_nodes(
-                        stage, stage.root, task.metrics.plan if task.metrics else None
-                    )
-                    for key, value in task_nodes.items():
-                        self._per_task.setdefault((stage.id, key), []).append(value)
+        self._merged: dict[int, NodeMetrics | None] = {}  # per stage: its tasks' plans summed
+
+    def _executed(self, stage: Stage) -> NodeMetrics | None:
+        if stage.id not in self._merged:
+            sm = self.metrics.stage(stage.id)
+            self._merged[stage.id] = sm.plan if sm is not None else None
+        return self._merged[stage.id]
 
     def header(self, stage: Stage) -> list[str]:
+        """The stage's totals, and with `verbose` a line per task."""
         sm = self.metrics.stage(stage.id)
         if sm is None:
             return ["metrics: (stage did not run)"]
@@ -108,8 +93,12 @@ class MetricsAnnotations(Annotations):
             lines.extend(_task_line(t) for t in sorted(sm.tasks, key=lambda t: t.task))
         return lines
 
-    def node(self, stage: Stage, node: PlanNode) -> str:
-        metrics = self._nodes.get((stage.id, id(node)))
+    def node(self, stage: Stage, path: NodePath, node: PlanNode, reads: StageInput | None) -> str:
+        """The node's metrics summed over the stage's tasks (all of them with `verbose`, and
+        the rows of each task)."""
+        sm = self.metrics.stage(stage.id)
+        at_input = reads is not None
+        metrics = executed_node(stage, path, self._executed(stage), at_input) if sm is not None else None
         if metrics is None:
             return ""
         names = [n for n in SUMMARY if n in metrics.values]
@@ -117,19 +106,24 @@ class MetricsAnnotations(Annotations):
             names += [n for n in metrics.values if n not in SUMMARY]
         shown = [n for n in names if n in _ALWAYS or metrics.values[n] != 0 or self.verbose]
         parts = [f"{n}={format_value(n, metrics.values[n])}" for n in shown]
-        per_task = self._per_task.get((stage.id, id(node)))
-        if per_task and len(per_task) > 1 and "output_rows" in metrics.values:
+        if self.verbose and len(sm.tasks) > 1 and "output_rows" in metrics.values:
+            per_task = [
+                executed_node(stage, path, t.metrics.plan if t.metrics else None, at_input) for t in sm.tasks
+            ]
             rows = " ".join(str(m.get("output_rows")) if m else "?" for m in per_task)
             parts.insert(1, f"output_rows per task=[{rows}]")
         return f"metrics=[{', '.join(parts)}]"
 
-    def input(self, stage: Stage, stage_input: StageInput) -> str:
+    def input(self, stage: Stage, path: NodePath, stage_input: StageInput) -> str:
+        """What the stage read of the input: rows, bytes, and what came over the network."""
         sm = self.metrics.stage(stage.id)
         if sm is None:
             return ""
         index = stage.inputs.index(stage_input)
         totals = sm.input_totals(index)
-        scan = self._inputs.get((stage.id, id(stage_input)))
+        scan = executed_node(stage, path, self._executed(stage), at_input=True)
+        if scan is not None and stage_input.kind is not BoundaryKind.SHUFFLE:
+            scan = scan.children[0] if scan.children else None  # the scan below the boundary node
         parts = []
         if scan is not None and "output_rows" in scan.values:
             parts.append(f"rows={scan.values['output_rows']}")
@@ -138,6 +132,29 @@ class MetricsAnnotations(Annotations):
         if totals.fetched_bytes:
             parts.append(f"fetch_time={format_seconds(totals.fetch_seconds)}")
         return f"metrics=[{', '.join(parts)}]"
+
+    def stage_note(self, stage: Stage) -> str:
+        """The stage's rows and time."""
+        sm = self.metrics.stage(stage.id)
+        return f"{sm.rows} rows, {format_seconds(sm.seconds)}" if sm is not None else ""
+
+    def task_count(self, stage: Stage) -> int:
+        """The tasks that ran, when the stage ran."""
+        sm = self.metrics.stage(stage.id)
+        return len(sm.tasks) if sm is not None and sm.tasks else stage.task_count
+
+    def task_note(self, stage: Stage, task: int) -> list[str]:
+        """Where the task ran, its rows and its time."""
+        sm = self.metrics.stage(stage.id)
+        report = next((t for t in sm.tasks if t.task == task), None) if sm is not None else None
+        if report is None:
+            return []
+        return [report.worker, f"{report.rows} rows, {format_seconds(report.wall_seconds)}"]
+
+    def edge_note(self, stage: Stage, index: int) -> str:
+        """The bytes the stage read of input `index`."""
+        sm = self.metrics.stage(stage.id)
+        return format_bytes(sm.input_totals(index).bytes) if sm is not None else ""
 
 
 def _stage_summary(sm: StageMetrics) -> str:
@@ -158,7 +175,7 @@ def _stage_summary(sm: StageMetrics) -> str:
     return ", ".join(parts)
 
 
-def _task_line(task) -> str:
+def _task_line(task: TaskReport) -> str:
     parts = [f"task {task.task} on {task.worker}"]
     if task.attempt:
         parts.append(f"attempt {task.attempt}")
@@ -178,78 +195,17 @@ def _task_line(task) -> str:
 
 def explain_analyze(plan: DistributedPlan, metrics: QueryMetrics, verbose: bool = False) -> str:
     """The distributed plan with every stage's, node's and input's metrics (see the module)."""
-    text = display_distributed_plan(plan, MetricsAnnotations(plan, metrics, verbose))
+    text = display_distributed_plan(plan, MetricsAnnotations(metrics, verbose))
     return f"Query {metrics.query_id}: {format_seconds(metrics.seconds)}\n{text}"
 
 
-# -- the stage DAG ------------------------------------------------------------------------
-def _task_label(stage: Stage, task: int, metrics: QueryMetrics | None) -> str:
-    label = f"task {task}"
-    sm = metrics.stage(stage.id) if metrics else None
-    report = next((t for t in sm.tasks if t.task == task), None) if sm else None
-    if report is not None:
-        label += f"\\n{report.worker}\\n{report.rows} rows, {format_seconds(report.wall_seconds)}"
-    return label
-
-
-def _stage_title(stage: Stage, metrics: QueryMetrics | None) -> str:
-    root = stage.root.name
-    title = f"Stage {stage.id}: {root}"
-    sm = metrics.stage(stage.id) if metrics else None
-    if sm is not None:
-        title += f" ({sm.rows} rows, {format_seconds(sm.seconds)})"
-    return title
-
-
-def _edges(plan: DistributedPlan, metrics: QueryMetrics | None):
-    for stage in plan.stages:
-        sm = metrics.stage(stage.id) if metrics else None
-        for index, inp in enumerate(stage.inputs):
-            label = f"{inp.kind.value}, {inp.partitions} partition{'s' if inp.partitions != 1 else ''}"
-            if sm is not None:
-                label += f", {format_bytes(sm.input_totals(index).bytes)}"
-            yield inp.producer, stage.id, label
-
-
-def _task_count(stage: Stage, metrics: QueryMetrics | None) -> int:
-    sm = metrics.stage(stage.id) if metrics else None
-    return len(sm.tasks) if sm is not None and sm.tasks else stage.task_count
-
-
 def to_graphviz(plan: DistributedPlan, metrics: QueryMetrics | None = None) -> str:
-    """Graphviz DOT of the stage DAG: a cluster of task nodes per stage, an edge per exchange
-    (from producer stage to consumer stage, labelled with its kind and partitions)."""
-    lines = [
-        "digraph distributed_plan {",
-        "  compound=true;",
-        "  rankdir=BT;",
-        "  node [shape=box, fontsize=10];",
-    ]
-    for stage in plan.stages:
-        lines.append(f"  subgraph cluster_stage_{stage.id} {{")
-        lines.append(f'    label="{_stage_title(stage, metrics)}";')
-        for task in range(_task_count(stage, metrics)):
-            lines.append(f'    s{stage.id}_t{task} [label="{_task_label(stage, task, metrics)}"];')
-        lines.append("  }")
-    for producer, consumer, label in _edges(plan, metrics):
-        lines.append(
-            f"  s{producer}_t0 -> s{consumer}_t0 [ltail=cluster_stage_{producer}, "
-            f'lhead=cluster_stage_{consumer}, label="{label}"];'
-        )
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    """Graphviz DOT of the stage DAG (see `render_graphviz`), with each stage's, task's and
+    exchange's measures when `metrics` are given."""
+    return render_graphviz(plan, MetricsAnnotations(metrics) if metrics is not None else None)
 
 
 def to_mermaid(plan: DistributedPlan, metrics: QueryMetrics | None = None) -> str:
-    """Mermaid flowchart of the stage DAG: a subgraph of task nodes per stage and an edge per
-    exchange between stages."""
-    lines = ["flowchart BT"]
-    for stage in plan.stages:
-        lines.append(f'  subgraph stage{stage.id}["{_stage_title(stage, metrics)}"]')
-        for task in range(_task_count(stage, metrics)):
-            label = _task_label(stage, task, metrics).replace("\\n", "<br/>")
-            lines.append(f'    s{stage.id}_t{task}["{label}"]')
-        lines.append("  end")
-    for producer, consumer, label in _edges(plan, metrics):
-        lines.append(f'  stage{producer} -- "{label}" --> stage{consumer}')
-    return "\n".join(lines) + "\n"
+    """Mermaid flowchart of the stage DAG (see `render_mermaid`), with each stage's, task's and
+    exchange's measures when `metrics` are given."""
+    return render_mermaid(plan, MetricsAnnotations(metrics) if metrics is not None else None)
