@@ -42,6 +42,7 @@ def _parent_gone(parent_pid: int) -> bool:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    """`worker`: serve a FlightWorker until SIGTERM, SIGINT or the end of `--parent-pid`."""
     from .protocol.auth import TOKEN_ENV, token_from_env
     from .worker.flight_worker import FlightWorker
 
@@ -98,6 +99,7 @@ def _register_table(dctx, spec: str) -> None:
 
 
 def run_sql(args: argparse.Namespace) -> int:
+    """`sql`: run one query on the workers given (or an embedded cluster) and print its result or plan."""
     from . import DistributedConfig, DistributedContext
     from .coordinator.context import format_table
     from .protocol.resolver import EnvResolver
@@ -128,6 +130,7 @@ def run_sql(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of both subcommands; each sets `run` to the function that carries it out."""
     parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code (1 with a one-line message on an error)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"

@@ -23,6 +23,7 @@ class ScannedFile:
 
     @property
     def bytes_read(self) -> int:
+        """Bytes the scan reads from this file: its byte range if it has one, else the whole file."""
         return self.range[1] - self.range[0] if self.range else self.size
 
 

@@ -32,6 +32,7 @@ class Field(NamedTuple):
     value: int = 0  # the integer of a VARINT field
 
     def payload(self, buf: bytes) -> bytes:
+        """The field's payload bytes, cut from the message `buf` it was read from."""
         return buf[self.payload_start : self.end]
 
 
@@ -55,6 +56,7 @@ def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def encode_varint(value: int) -> bytes:
+    """Encode `value` as a varint; negative values take ten bytes, as protobuf's int64 does."""
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -97,18 +99,22 @@ def iter_fields(buf: bytes) -> Iterator[Field]:
 
 
 def parse_fields(buf: bytes) -> list[Field]:
+    """The top-level fields of a message, as a list; raise WireError if it is malformed."""
     return list(iter_fields(buf))
 
 
 def encode_key(number: int, wire_type: int) -> bytes:
+    """The key that starts field `number` of `wire_type`."""
     return encode_varint((number << 3) | wire_type)
 
 
 def encode_len_field(number: int, payload: bytes) -> bytes:
+    """A whole length-delimited field: key, length prefix, payload."""
     return encode_key(number, LEN) + encode_varint(len(payload)) + payload
 
 
 def encode_varint_field(number: int, value: int) -> bytes:
+    """A whole varint field: key and value."""
     return encode_key(number, VARINT) + encode_varint(value)
 
 

@@ -21,6 +21,8 @@ log = logging.getLogger("datafusion_distributed.coordinator")
 
 
 class QueryCollector:
+    """One query's observer: the scheduler reports to it, and it tells the handlers and fills in `metrics`."""
+
     def __init__(self, query_id: str, handlers: HandlerChain | None = None):
         self.query_id = query_id
         self.handlers = handlers or HandlerChain()
@@ -34,10 +36,12 @@ class QueryCollector:
 
     # -- query ----------------------------------------------------------------------------
     def query_started(self, stages: int) -> None:
+        """The query starts with `stages` stages; its clock starts now."""
         self._started = time.perf_counter()
         self._emit(EventKind.QUERY_STARTED, tasks=stages)
 
     def query_finished(self) -> None:
+        """The query succeeded: record its time and tell the handlers (once, however often called)."""
         if self._ended:
             return
         self._ended = True
@@ -46,6 +50,7 @@ class QueryCollector:
         self._emit(EventKind.QUERY_FINISHED, metrics=self.metrics)
 
     def query_failed(self, error: BaseException) -> None:
+        """The query failed with `error`: record its time and tell the handlers (once)."""
         if self._ended:
             return
         self._ended = True
@@ -54,12 +59,14 @@ class QueryCollector:
 
     # -- stages ---------------------------------------------------------------------------
     def stage_started(self, stage: int, workers: list[str]) -> None:
+        """A stage's tasks were sent, task i to `workers[i]`; each task counts as started too."""
         self.metrics.stages[stage] = StageMetrics(stage, [])
         self._emit(EventKind.STAGE_STARTED, stage=stage, tasks=len(workers))
         for task, worker in enumerate(workers):
             self.task_started(stage, task, worker, 0)
 
     def stage_finished(self, stage: int, results: list, seconds: float, workers: list[str]) -> None:
+        """Every task of a stage answered (`results[i]` from `workers[i]`) after `seconds`."""
         reports = [
             TaskReport.of(stage, task, 0, worker, result)
             for task, (worker, result) in enumerate(zip(workers, results, strict=True))
@@ -73,6 +80,7 @@ class QueryCollector:
 
     # -- tasks ----------------------------------------------------------------------------
     def task_started(self, stage: int, task: int, worker: str, attempt: int) -> None:
+        """A task (attempt) was sent to `worker`; its queue time is measured from now."""
         self._dispatched[stage, task] = time.perf_counter()
         self._emit(EventKind.TASK_STARTED, stage=stage, task=task, worker=worker, attempt=attempt)
 
@@ -103,14 +111,17 @@ class QueryCollector:
         return result
 
     def task_failed(self, stage: int, task: int, worker: str, attempt: int, error: BaseException) -> None:
+        """A task attempt failed on `worker` with `error`."""
         self._dispatched.pop((stage, task), None)
         self._emit(EventKind.TASK_FAILED, stage=stage, task=task, worker=worker, attempt=attempt, error=error)
 
     def worker_unreachable(self, worker: str, error: BaseException | None = None) -> None:
+        """Worker `worker` was lost (`error`: how it showed); the query goes on without it."""
         self._emit(EventKind.WORKER_UNREACHABLE, worker=worker, error=error)
 
     # -- the head stage, run here -----------------------------------------------------------
     def head_finished(self, stage: int, rows: int, metrics: TaskMetrics | None) -> None:
+        """The head stage, run in the coordinator, returned `rows` rows: one task and its stage finished."""
         report = TaskReport(stage, 0, 0, COORDINATOR, rows, 0, (), metrics)
         seconds = metrics.wall_seconds if metrics else 0.0
         self.metrics.stages[stage] = StageMetrics(stage, [report], seconds)

@@ -19,6 +19,7 @@ class ScanSizeTaskCount(DistributedHandler):
     at most one task per worker (or `max_tasks_per_stage`)."""
 
     def task_count(self, request: TaskCountRequest) -> TaskCount:
+        """Enough tasks for the scanned bytes, and at least the inputs' task counts times the factor."""
         config = request.config
         desired = 1
         if request.scanned_bytes:
@@ -35,6 +36,7 @@ class RoundRobinRouting(DistributedHandler):
     stages do not all land on the first worker; a retry moves to the next worker."""
 
     def route_task(self, request: RoutingRequest) -> str:
+        """The live worker at (stage + task + attempt) mod workers."""
         workers = request.workers
         return workers[(request.stage.id + request.task + request.attempt) % len(workers)]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,8 @@ class PlanRewriteRequest:
 
 
 class EventKind(str, enum.Enum):
+    """What happened, in an `Event`: a query, stage or task started, finished or failed, or a worker was unreachable."""
+
     QUERY_STARTED = "query_started"
     QUERY_FINISHED = "query_finished"
     QUERY_FAILED = "query_failed"
@@ -146,15 +148,19 @@ class DistributedHandler:
     """
 
     def task_count(self, request: TaskCountRequest) -> TaskCount | None:
+        """The stage's task count, or None to let the next handler decide."""
         return None
 
     def route_task(self, request: RoutingRequest) -> str | None:
+        """The URL of the worker to run the task on, or None to let the next handler decide."""
         return None
 
     def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan | bytes | None:
+        """A replacement for the task's plan (a plan or plan bytes), or None to keep it."""
         return None
 
     def on_event(self, event: Event) -> None:
+        """Hear of a lifecycle event; an exception raised here is logged and ignored."""
         return None
 
 
@@ -169,6 +175,7 @@ class HandlerChain:
 
     @classmethod
     def of(cls, handlers: HandlerChain | Sequence[Any] | None) -> HandlerChain:
+        """`handlers` as a chain: a chain as it is, else those handlers before the built-in ones."""
         if isinstance(handlers, HandlerChain):
             return handlers
         return cls(handlers or ())
@@ -177,7 +184,9 @@ class HandlerChain:
         """This chain with `extra` user handlers after the existing user handlers."""
         return HandlerChain(self.user + tuple(extra), defaults=self.handlers[len(self.user) :])
 
-    def first(self, method: str, request: Any, accept=None) -> tuple[Any, Any]:
+    def first(
+        self, method: str, request: Any, accept: Callable[[Any], bool] | None = None
+    ) -> tuple[Any, Any]:
         """The first non-None answer of `handler.method(request)` (and its handler) that
         `accept(answer)` allows; (None, None) when nobody answers."""
         for handler in self.handlers:
@@ -190,12 +199,14 @@ class HandlerChain:
         return None, None
 
     def task_count(self, request: TaskCountRequest) -> tuple[TaskCount, Any]:
+        """The first handler's task count and that handler; raise TypeError on an answer that is not a TaskCount."""
         answer, handler = self.first("task_count", request)
         if not isinstance(answer, TaskCount):
             raise TypeError(f"task_count handlers must return TaskCount or None, got {answer!r}")
         return answer, handler
 
     def route_task(self, request: RoutingRequest) -> str:
+        """The first answer that names a live worker; raise ValueError when no handler gives one."""
         answer, _ = self.first("route_task", request, accept=lambda url: url in request.workers)
         if answer is None:
             raise ValueError(f"no handler routed stage {request.stage.id} task {request.task}")
@@ -215,6 +226,7 @@ class HandlerChain:
         raise TypeError(f"{type(handler).__name__}.rewrite_plan returned {type(answer).__name__}")
 
     def notify(self, event: Event) -> None:
+        """Tell every handler of `event`, logging (not raising) what a handler raises."""
         for handler in self.handlers:
             fn = getattr(handler, "on_event", None)
             if fn is None:

@@ -15,6 +15,7 @@ SessionBuilder = Callable[..., SessionContext]
 
 
 def default_session(config: SessionConfig, runtime: RuntimeEnvBuilder | None = None) -> SessionContext:
+    """A plain SessionContext: what a task runs in when the user gives no session hook."""
     return SessionContext(config, runtime)
 
 

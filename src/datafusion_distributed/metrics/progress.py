@@ -34,6 +34,7 @@ class QueryProgress:
         self.finished = False
 
     def update(self, event: Event) -> None:
+        """Count what `event` reports."""
         kind = event.kind
         if kind is EventKind.TASK_STARTED:
             self.tasks_running += 1
@@ -53,6 +54,7 @@ class QueryProgress:
             self.finished = True
 
     def text(self) -> str:
+        """The progress line as it stands now."""
         elapsed = format_seconds(time.perf_counter() - self.started)
         failed = f", {self.failed} failed" if self.failed else ""
         return (
@@ -84,10 +86,12 @@ class ProgressDisplay(DistributedHandler):
 
     @property
     def enabled(self) -> bool:
+        """Whether the console can show a live line (a terminal or a notebook)."""
         console = self._console()
         return bool(console.is_terminal or console.is_jupyter)
 
     def on_event(self, event: Event) -> None:
+        """Start the display at a query's start, update it on each event, stop it at the query's end."""
         if event.kind is EventKind.QUERY_STARTED:
             if self._progress is None:  # one query at a time: others run undisplayed
                 self._start(event.query_id, QueryProgress(event.tasks or 0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .task_metrics import InputMetrics, NodeMetrics, TaskMetrics
 
@@ -27,19 +28,22 @@ class TaskReport:
 
     @property
     def wall_seconds(self) -> float:
+        """The task's time on its worker (0.0 without metrics)."""
         return self.metrics.wall_seconds if self.metrics else 0.0
 
     @property
     def queue_seconds(self) -> float:
+        """The task's time outside its worker (0.0 without metrics)."""
         return self.metrics.queue_seconds if self.metrics else 0.0
 
     @property
     def inputs(self) -> tuple[InputMetrics, ...]:
+        """What the task read of each input (empty without metrics)."""
         return self.metrics.inputs if self.metrics else ()
 
     @classmethod
-    def of(cls, stage: int, task: int, attempt: int, worker: str, result) -> TaskReport:
-        """From a TaskResult."""
+    def of(cls, stage: int, task: int, attempt: int, worker: str, result: Any) -> TaskReport:
+        """From a TaskResult (or anything with its `partitions` and `metrics`)."""
         parts = tuple((p.rows, p.bytes) for p in result.partitions)
         return cls(
             stage,
@@ -83,14 +87,17 @@ class StageMetrics:
 
     @property
     def rows(self) -> int:
+        """Rows the stage's tasks wrote."""
         return sum(t.rows for t in self.tasks)
 
     @property
     def bytes(self) -> int:
+        """Bytes the stage's tasks wrote."""
         return sum(t.bytes for t in self.tasks)
 
     @property
     def fetched_bytes(self) -> int:
+        """Bytes the stage's tasks fetched over the network."""
         return sum(i.fetched_bytes for t in self.tasks for i in t.inputs)
 
     @property
@@ -112,6 +119,7 @@ class StageMetrics:
 
     @property
     def plan(self) -> NodeMetrics | None:
+        """The stage's plan with each node's metrics summed over its tasks (None without metrics)."""
         return merge_nodes([t.metrics.plan if t.metrics else None for t in self.tasks])
 
 
@@ -125,4 +133,5 @@ class QueryMetrics:
     finished: bool = False
 
     def stage(self, stage_id: int) -> StageMetrics | None:
+        """The metrics of stage `stage_id`, None if it has not started."""
         return self.stages.get(stage_id)

@@ -35,6 +35,7 @@ class TaskRecorder:
         return found
 
     def record(self, location: Any, remote: bool, start: float) -> None:
+        """Record that the file at `location` was read (fetched if `remote`) from `start` until now."""
         read = FileRead(self._index.get(location, 0), location.size, remote, start, time.perf_counter())
         with self._lock:
             self._reads.append(read)

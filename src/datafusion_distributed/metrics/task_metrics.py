@@ -9,6 +9,7 @@ not repeated here.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +34,11 @@ class NodeMetrics:
     children: tuple[NodeMetrics, ...] = ()
 
     def get(self, name: str, default: int = 0) -> int:
+        """The value of metric `name`, `default` if the node has none."""
         return self.values.get(name, default)
 
-    def walk(self):
+    def walk(self) -> Iterator[NodeMetrics]:
+        """This node and every node below it, depth first."""
         yield self
         for child in self.children:
             yield from child.walk()
@@ -56,6 +59,7 @@ class InputMetrics:
 
     @property
     def bytes(self) -> int:
+        """Bytes read of the input, fetched or in place."""
         return self.fetched_bytes + self.local_bytes
 
 
@@ -81,6 +85,7 @@ class TaskMetrics:
 
     @property
     def fetched_bytes(self) -> int:
+        """Bytes the task fetched over the network, over all its inputs."""
         return sum(i.fetched_bytes for i in self.inputs)
 
 

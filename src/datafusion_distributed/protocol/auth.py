@@ -31,6 +31,7 @@ def new_token() -> str:
 
 
 def check_token(token: str) -> str:
+    """`token` unchanged if it is usable (non-empty printable text without spaces, not too long), else ValueError."""
     if not isinstance(token, str) or not token.strip():
         raise ValueError("the authentication token must be a non-empty string")
     if len(token) > MAX_TOKEN_CHARS or any(c.isspace() or not c.isprintable() for c in token):
@@ -50,7 +51,10 @@ class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
     def __init__(self, token: str):
         self._expected = f"Bearer {check_token(token)}".encode()
 
-    def start_call(self, info, headers):
+    def start_call(
+        self, info: flight.CallInfo, headers: dict[str, list[str | bytes]]
+    ) -> flight.ServerMiddleware:
+        """Let the call through if it carries this worker's token; else raise FlightUnauthenticatedError."""
         values = headers.get("authorization") or headers.get("Authorization") or []
         if not values:
             raise flight.FlightUnauthenticatedError(
@@ -84,7 +88,8 @@ class TokenClientMiddlewareFactory(flight.ClientMiddlewareFactory):
     def __init__(self, token: str):
         self._header = f"Bearer {check_token(token)}"
 
-    def start_call(self, info):
+    def start_call(self, info: flight.CallInfo) -> flight.ClientMiddleware:
+        """Middleware that sends the token with this call."""
         return _BearerToken(self._header)
 
 

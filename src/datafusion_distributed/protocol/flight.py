@@ -136,9 +136,11 @@ class WorkerClient:
         return self._call(call, timeout)
 
     def run_task(self, message: RunTask) -> TaskResult:
+        """Run one task on the worker and wait for it (up to the task timeout); its outputs stay in the worker's spool."""
         return decode_task_result(self._action("run_task", encode(message), self.task_timeout))
 
     def release(self, query_id: str) -> None:
+        """Tell the worker that a query is done, so it deletes the query's spool data."""
         self._action(
             "release", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
         )
@@ -150,6 +152,7 @@ class WorkerClient:
         )
 
     def health(self) -> dict:
+        """The worker's protocol version and spool state."""
         return json.loads(self._action("health", b"", self.timeout))
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
@@ -183,6 +186,7 @@ class WorkerClient:
         return size
 
     def close(self) -> None:
+        """Close the connection; a later call opens a new one."""
         with self._lock:
             if self._client is not None:
                 self._client.close()
@@ -207,12 +211,14 @@ class ClientPool:
         self._lock = threading.Lock()
 
     def get(self, url: str) -> WorkerClient:
+        """The client of worker `url`, made on first use."""
         with self._lock:
             if url not in self._clients:
                 self._clients[url] = WorkerClient(url, self.timeout, self.task_timeout, **self._auth)
             return self._clients[url]
 
     def close(self) -> None:
+        """Close every client's connection and forget them."""
         with self._lock:
             for client in self._clients.values():
                 client.close()

@@ -60,6 +60,7 @@ def _opt_bytes(value: Any, name: str) -> bytes | None:
 
 
 def check_query_id(value: Any) -> str:
+    """`value` if it is a valid query id (1 to 64 letters, digits, `_` or `-`), else ProtocolError."""
     _check(isinstance(value, str) and bool(_QUERY_ID.match(value)), "query_id must match [A-Za-z0-9_-]{1,64}")
     return value
 
@@ -94,6 +95,11 @@ class FileLocation:
 
 @dataclass(frozen=True)
 class TaskInput:
+    """One input of a task: the marker to replace in its plan and the producer files to read there.
+
+    `groups` holds the files of each partition the task reads; None when the producers wrote no
+    rows, and then the original `boundary` subtree runs in the marker's place."""
+
     marker: bytes
     kind: str
     schema: bytes | None
@@ -118,6 +124,8 @@ class RunTask:
 
 @dataclass(frozen=True)
 class PartitionResult:
+    """One output partition of a task: its rows and bytes, and its spool path (None when empty)."""
+
     partition: int
     rows: int
     bytes: int
@@ -126,6 +134,9 @@ class PartitionResult:
 
 @dataclass(frozen=True)
 class TaskResult:
+    """What a worker answers to RunTask: the task's output partitions, their schema (None when
+    it wrote nothing), its run time, the bytes it fetched from other workers, and its metrics."""
+
     partitions: tuple[PartitionResult, ...]
     schema: bytes | None
     seconds: float
@@ -217,6 +228,7 @@ def _task_input(raw: Any) -> TaskInput:
 
 
 def decode_run_task(data: bytes) -> RunTask:
+    """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
     compression = body.get("compression", "lz4")
     _check(compression in (None, "lz4", "zstd"), "compression must be null, 'lz4' or 'zstd'")
@@ -233,6 +245,7 @@ def decode_run_task(data: bytes) -> RunTask:
 
 
 def decode_task_result(data: bytes) -> TaskResult:
+    """A validated TaskResult from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(TaskResult)})
     parts = []
     for raw in _list(body["partitions"], "partitions"):
@@ -264,6 +277,7 @@ def decode_task_result(data: bytes) -> TaskResult:
 
 
 def decode_ticket(data: bytes) -> Ticket:
+    """A validated Ticket from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(Ticket)})
     return Ticket(
         query_id=check_query_id(body["query_id"]),
@@ -274,5 +288,6 @@ def decode_ticket(data: bytes) -> Ticket:
 
 
 def decode_query_id(data: bytes) -> str:
+    """The query id of a `release` or `cancel` message, validated."""
     body = _load(data, {"query_id"})
     return check_query_id(body["query_id"])

@@ -11,7 +11,11 @@ WORKERS_ENV = "DATAFUSION_DISTRIBUTED_WORKERS"
 
 @runtime_checkable
 class WorkerResolver(Protocol):
-    def get_urls(self) -> list[str]: ...
+    """Anything that lists the worker URLs a coordinator may use; asked at every query."""
+
+    def get_urls(self) -> list[str]:
+        """The worker URLs (`grpc://`, `grpc+tcp://` or `grpc+tls://`)."""
+        ...
 
 
 def _check_url(url: str) -> str:
@@ -30,6 +34,7 @@ class StaticResolver:
         self._urls = [_check_url(u) for u in urls]
 
     def get_urls(self) -> list[str]:
+        """The URLs given, checked once when the resolver was made."""
         return list(self._urls)
 
 
@@ -41,6 +46,7 @@ class EnvResolver:
         self.variable = variable
 
     def get_urls(self) -> list[str]:
+        """The URLs in the variable now; ValueError when it lists none or one is not a worker URL."""
         raw = os.environ.get(self.variable, "")
         urls = [u for u in raw.split(",") if u.strip()]
         if not urls:

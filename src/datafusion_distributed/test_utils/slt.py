@@ -203,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line (see the module docstring); return the exit code."""
     args = _parser().parse_args(argv)
     # Repeated for every task that reads part of a scan's files (the scan keeps its declared
     # partitioning only when it reads them all): noise in a run of thousands of queries.

@@ -38,6 +38,8 @@ __all__ = [
 
 
 class Category(str, Enum):
+    """How a record's two outcomes compare (the module docstring says what each means)."""
+
     EQUAL = "equal"
     DISTRIBUTED_WRONG = "distributed_wrong"
     DISTRIBUTED_ONLY_ERROR = "distributed_only_error"

@@ -66,10 +66,12 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
+        """Whether the statement succeeded."""
         return self.error is None
 
     @property
     def hung(self) -> bool:
+        """Whether the statement was abandoned for not finishing in time."""
         return self.stage == TIMEOUT
 
 
@@ -116,13 +118,17 @@ class Engine(Protocol):
 
     name: str
 
-    def run(self, sql: str, timeout: float) -> Outcome: ...
+    def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement, in at most `timeout` seconds; every error becomes the outcome."""
+        ...
 
     def resync(self, sql: str, timeout: float) -> None:
         """Apply `sql` the reference way (after this engine failed on a statement the
         reference ran), so that later records see the same tables."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the engine holds (a distributed engine's cluster)."""
+        ...
 
 
 def _planned(ctx: SessionContext, sql: str) -> DataFrame:
@@ -154,12 +160,15 @@ class PlainEngine:
         self.ctx = SessionContext(session_config())
 
     def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement, in at most `timeout` seconds; every error becomes the outcome."""
         return guarded(lambda: _collect(_planned(self.ctx, sql)), timeout)
 
     def resync(self, sql: str, timeout: float) -> None:
+        """Nothing to do: this engine is the reference, which ran the statement already."""
         pass
 
     def close(self) -> None:
+        """Nothing to release."""
         pass
 
 
@@ -173,6 +182,8 @@ class DistributedEngine:
         self.dctx = DistributedContext(self.ctx, workers, **options)  # config, handlers
 
     def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement through the DistributedContext; the outcome also counts its tasks."""
+
         def run() -> tuple[pa.Table, int]:
             try:
                 df = self.dctx.sql(sql)
@@ -186,9 +197,11 @@ class DistributedEngine:
         return guarded(run, timeout)
 
     def resync(self, sql: str, timeout: float) -> None:
+        """Run `sql` on the plain SessionContext under the DistributedContext, as the reference did."""
         guarded(lambda: _collect(self.ctx.sql(sql)), timeout)
 
     def close(self) -> None:
+        """Close the DistributedContext (and its embedded cluster)."""
         self.dctx.close()
 
 
@@ -202,6 +215,8 @@ class PlanEngine:
         self.ctx = SessionContext(session_config())
 
     def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement's physical plan, every partition at once, in at most `timeout` seconds."""
+
         def run() -> pa.Table:
             df = _planned(self.ctx, sql)
             return _execute(self.ctx, df.execution_plan(), df.schema())
@@ -209,9 +224,11 @@ class PlanEngine:
         return guarded(run, timeout)
 
     def resync(self, sql: str, timeout: float) -> None:
+        """Nothing to do: this engine is the reference, which ran the statement already."""
         pass
 
     def close(self) -> None:
+        """Nothing to release."""
         pass
 
 
@@ -228,6 +245,9 @@ class RoundtripEngine:
         self.ctx = SessionContext(session_config())
 
     def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement's plan decoded from its own bytes; the outcome also says why
+        DistributedContext would keep that plan on one node."""
+
         def run() -> pa.Table:
             df = _planned(self.ctx, sql)
             try:
@@ -258,7 +278,9 @@ class RoundtripEngine:
             pass
 
     def resync(self, sql: str, timeout: float) -> None:
+        """Nothing to do: when its plan cannot travel, `run` already ran the original plan."""
         pass
 
     def close(self) -> None:
+        """Nothing to release."""
         pass

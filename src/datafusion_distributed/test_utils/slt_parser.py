@@ -41,6 +41,8 @@ SORT_MODES = ("rowsort", "valuesort", "nosort")
 
 
 class RecordKind(str, Enum):
+    """What a record is: the directive that starts it."""
+
     STATEMENT = "statement"
     QUERY = "query"
     INCLUDE = "include"  # only left in a loaded file when its glob matched no file
@@ -57,6 +59,7 @@ class Condition:
     engine: str
 
     def skips_us(self) -> bool:
+        """Whether this condition keeps the record from running in this runner."""
         ours = self.engine.lower() in ENGINE_NAMES
         return ours if self.keyword == "skipif" else not ours
 
@@ -86,6 +89,7 @@ class Record:
 
     @property
     def runnable(self) -> bool:
+        """Whether the record runs SQL (a statement or a query)."""
         return self.kind in (RecordKind.STATEMENT, RecordKind.QUERY)
 
     def skip_reason(self) -> str | None:

@@ -108,6 +108,7 @@ class RunOptions:
         return {"config": DistributedConfig(query_timeout=self.timeout)}
 
     def label(self) -> str:
+        """A short name of the run's settings for reports: `roundtrip`, or forced/default plus the cluster."""
         if self.mode == "roundtrip":
             return "roundtrip"
         return f"{'forced' if self.forced else 'default'}+{self.cluster}"
@@ -157,14 +158,17 @@ class FileResult:
 
     @property
     def reference_seconds(self) -> float:
+        """Time the reference engine spent on the file's records."""
         return sum(r.reference_seconds for r in self.records)
 
     @property
     def candidate_seconds(self) -> float:
+        """Time the candidate engine spent on the file's records."""
         return sum(r.candidate_seconds for r in self.records)
 
     @property
     def failures(self) -> list[RecordResult]:
+        """The records whose category puts the candidate at fault."""
         return [r for r in self.records if r.category in FAILURES]
 
 
@@ -189,6 +193,7 @@ class Workspace:
             raise
 
     def use(self, side: int) -> None:
+        """Point `test_files/scratch` at engine `side`'s scratch folder (an atomic link swap)."""
         staged = self.link.with_name(".scratch-link")
         with contextlib.suppress(FileNotFoundError):
             staged.unlink()
@@ -213,6 +218,7 @@ class Workspace:
             os.chdir(previous)
 
     def close(self) -> None:
+        """Delete the workspace's folders."""
         shutil.rmtree(self.root, ignore_errors=True)
 
 

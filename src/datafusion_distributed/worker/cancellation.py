@@ -11,6 +11,8 @@ from ..execution_plans.task import TaskCancelled
 
 
 class Cancellations:
+    """The queries a worker was told to cancel, each remembered for `ttl_seconds` (at most `max_entries`)."""
+
     def __init__(self, ttl_seconds: float = 3600.0, max_entries: int = 100_000):
         self.ttl_seconds = ttl_seconds
         self.max_entries = max_entries
@@ -18,6 +20,7 @@ class Cancellations:
         self._lock = threading.Lock()
 
     def cancel(self, query_id: str) -> None:
+        """Mark a query cancelled, forgetting the oldest entries when there are too many."""
         now = time.monotonic()
         with self._lock:
             self._at[query_id] = now
@@ -31,10 +34,12 @@ class Cancellations:
             del self._at[query_id]
 
     def is_cancelled(self, query_id: str) -> bool:
+        """Whether the query was cancelled within the last `ttl_seconds`."""
         with self._lock:
             at = self._at.get(query_id)
         return at is not None and time.monotonic() - at <= self.ttl_seconds
 
     def check(self, query_id: str) -> None:
+        """Raise TaskCancelled if the query was cancelled (before a task starts and before each input it fetches)."""
         if self.is_cancelled(query_id):
             raise TaskCancelled(f"query {query_id} was cancelled")

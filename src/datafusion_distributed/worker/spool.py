@@ -41,6 +41,8 @@ class SpoolQuotaExceeded(RuntimeError):
 
 
 class Spool:
+    """A worker's spool folder: where task outputs and fetched inputs live, with their quota and clean-up."""
+
     def __init__(self, root: str, ttl_seconds: float = 3600.0, quota_bytes: int | None = None):
         if quota_bytes is not None and quota_bytes < 0:
             raise ValueError("the spool quota must be a positive number of bytes")
@@ -57,21 +59,26 @@ class Spool:
                 kept_threads.submit(shutil.rmtree, os.path.join(self._released, name), ignore_errors=True)
 
     def query_dir(self, query_id: str) -> str:
+        """The folder of one query's data (the query id is validated first)."""
         return os.path.join(self.root, check_query_id(query_id))
 
     def task_dir(self, query_id: str, stage: int, task: int) -> str:
+        """The folder of one task's outputs."""
         return os.path.join(self.query_dir(query_id), f"stage-{int(stage)}", f"task-{int(task)}")
 
     def output_path(self, query_id: str, stage: int, task: int, partition: int) -> str:
+        """The Arrow IPC file of one output partition of a task."""
         return os.path.join(self.task_dir(query_id, stage, task), f"part-{int(partition)}.arrow")
 
     def inputs_dir(self, query_id: str, stage: int, task: int, attempt: int) -> str:
+        """The folder of the inputs one task attempt fetched from other workers."""
         return os.path.join(
             self.query_dir(query_id), "inputs", f"stage-{int(stage)}-task-{int(task)}-attempt-{int(attempt)}"
         )
 
     # -- quota --------------------------------------------------------------------------------
     def used_bytes(self) -> int:
+        """Bytes charged against the quota now, over all queries."""
         with self._lock:
             return sum(self._used.values())
 
