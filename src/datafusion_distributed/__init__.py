@@ -5,7 +5,8 @@ __version__ = "0.1.0"
 from .coordinator.cancellation import QueryCancelled, QueryTimedOut  # noqa: E402
 from .coordinator.clusters import EmbeddedCluster, LocalCluster  # noqa: E402
 from .coordinator.config import DistributedConfig  # noqa: E402
-from .coordinator.context import DistributedContext, DistributedDataFrame  # noqa: E402
+from .coordinator.context import DistributedContext  # noqa: E402
+from .coordinator.dataframe import DistributedDataFrame  # noqa: E402
 from .coordinator.errors import QueryFailed  # noqa: E402
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable  # noqa: E402
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver  # noqa: E402

@@ -99,7 +99,7 @@ def _register_table(dctx, spec: str) -> None:
 
 def run_sql(args: argparse.Namespace) -> int:
     from . import DistributedConfig, DistributedContext
-    from .coordinator.context import format_table
+    from .coordinator.dataframe import format_table
     from .protocol.resolver import EnvResolver
 
     workers = None
