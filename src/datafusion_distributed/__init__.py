@@ -4,7 +4,8 @@ from .clusters import EmbeddedCluster, LocalCluster
 from .common.version import __version__
 from .coordinator.cancellation import QueryCancelled, QueryTimedOut
 from .coordinator.config import DistributedConfig
-from .coordinator.context import DistributedContext, DistributedDataFrame
+from .coordinator.context import DistributedContext
+from .coordinator.dataframe import DistributedDataFrame
 from .coordinator.errors import QueryFailed
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver

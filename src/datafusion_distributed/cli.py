@@ -101,7 +101,7 @@ def _register_table(dctx, spec: str) -> None:
 def run_sql(args: argparse.Namespace) -> int:
     """`sql`: run one query on the workers given (or an embedded cluster) and print its result or plan."""
     from . import DistributedConfig, DistributedContext
-    from .coordinator.context import format_table
+    from .coordinator.dataframe import format_table
     from .protocol.resolver import EnvResolver
 
     workers = None

@@ -1,15 +1,15 @@
-"""The public API: DistributedContext and DistributedDataFrame, shaped like DataFusion's own."""
+"""DistributedContext: the public entry point, shaped like DataFusion's SessionContext. It plans
+queries on the user's SessionContext and makes DistributedDataFrames that run them on workers."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from datafusion import DataFrame, SessionContext
+from datafusion.options import DEFAULT_MAX_INFER_SCHEMA
 
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.handlers import HandlerChain
@@ -19,43 +19,23 @@ from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from .config import DistributedConfig
+from .dataframe import DistributedDataFrame
 from .errors import QueryFailed
-from .scheduler import QueryRun
 
 if TYPE_CHECKING:
+    import pathlib
+
+    import pandas as pd
+    import polars as pl
+    import pyarrow as pa
+    from datafusion.catalog import Catalog, Table
+    from datafusion.context import ArrowArrayExportable, ArrowStreamExportable, TableProviderExportable
+    from datafusion.expr import SortKey
+    from datafusion.options import CsvReadOptions
+    from datafusion.user_defined import AggregateUDF, ScalarUDF, TableFunction, WindowUDF
+    from pyarrow.dataset import Dataset
+
     from .. import EmbeddedCluster
-    from ..metrics.query_metrics import QueryMetrics
-
-# DataFrame transformations: called on a DistributedDataFrame they return one, so the result
-# still runs distributed.
-_TRANSFORMATIONS = {
-    "aggregate", "alias", "cast", "describe", "distinct", "distinct_on", "drop", "except_all",
-    "fill_nan", "fill_null", "filter", "head", "intersect", "join", "join_on", "limit",
-    "repartition", "repartition_by_hash", "select", "select_exprs", "sort", "sort_by", "tail",
-    "transform", "union", "union_by_name", "union_distinct", "unnest_columns", "window",
-    "with_column", "with_column_renamed", "with_columns",
-}  # fmt: skip
-
-# SessionContext calls that make a DataFrame: through a DistributedContext they make a
-# DistributedDataFrame.
-_FACTORIES = {
-    "from_pydict",
-    "from_pylist",
-    "from_arrow",
-    "from_pandas",
-    "from_polars",
-    "read_arrow",
-    "read_avro",
-}
-
-# Calls passed straight to the wrapped SessionContext.
-_PASSTHROUGH = {
-    "register_parquet", "register_csv", "register_json", "register_arrow", "register_avro",
-    "register_record_batches", "register_table", "register_view", "register_dataset",
-    "register_object_store", "register_listing_table", "register_batch", "register_udf",
-    "register_udaf", "register_udwf", "register_udtf", "deregister_table", "table_exist",
-    "catalog", "catalog_names", "session_id",
-}  # fmt: skip
 
 
 ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
@@ -66,6 +46,17 @@ def _acts_when_planned(logical: Any) -> bool:
     and TRUNCATE happen in DataFusion's physical planner, so the query may be planned once only."""
     first = logical.display().split("\n", 1)[0]
     return first.startswith("Dml: op=[") and not first.startswith("Dml: op=[Insert")
+
+
+_EXPLAIN_ANALYZE = re.compile(r"^\s*explain\s+analyze\s+(?:(verbose)\s+)?(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def split_explain_analyze(query: str) -> tuple[str, bool] | None:
+    """(the query, verbose) if `query` is `EXPLAIN ANALYZE [VERBOSE] <query>`, else None."""
+    match = _EXPLAIN_ANALYZE.match(query)
+    if match is None:
+        return None
+    return match.group(2), match.group(1) is not None
 
 
 class DistributedContext:
@@ -103,7 +94,7 @@ class DistributedContext:
         session_builder: SessionBuilder | None = None,
         handlers: Sequence[Any] = (),
         progress: bool = False,
-    ):
+    ) -> None:
         self.handlers = HandlerChain(handlers)
         self.progress = progress
         self.ctx = ctx if ctx is not None else SessionContext()
@@ -135,14 +126,7 @@ class DistributedContext:
         self._head_session: SessionContext | None = None
         self._head_session_lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _PASSTHROUGH:
-            return getattr(self.ctx, name)
-        if name in _FACTORIES:
-            return functools.partial(self._frame, getattr(self.ctx, name))
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-
-    # -- queries ------------------------------------------------------------------------------
+    # -- workers and planning ------------------------------------------------------------------------------
     def local_spools(self) -> tuple[str, ...]:
         """Spools of workers on this host (a cluster the library started): read in place."""
         root = getattr(self.resolver, "shared_spool_root", None)
@@ -156,6 +140,7 @@ class DistributedContext:
         return None if self.local_spools() else "lz4"
 
     def workers(self) -> list[str]:
+        """The URLs of the workers queries run on now, from the resolver."""
         urls = self.resolver.get_urls()
         if not urls:
             raise ValueError("the worker resolver returned no workers")
@@ -183,6 +168,7 @@ class DistributedContext:
             self._planning = (key, session)
         return session
 
+    # -- DataFrames: made on the wrapped context, run distributed ------------------------------
     def sql(self, query: str) -> DistributedDataFrame:
         """Plan `query` on the wrapped context; it runs distributed when its result is asked for.
 
@@ -191,9 +177,12 @@ class DistributedContext:
 
         Raises:
             QueryFailed: the query does not parse or plan (DataFusion's message).
-        """
-        from ..metrics.analyze import split_explain_analyze
 
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> dctx.sql("SELECT 1 + 1 AS two").to_pylist()
+            [{'two': 2}]
+        """
         explained = split_explain_analyze(query)
         if explained is not None:
             text = self.sql(explained[0]).explain_string(analyze=True, verbose=explained[1])
@@ -210,17 +199,313 @@ class DistributedContext:
             raise QueryFailed.of(exc) from exc
 
     def table(self, name: str) -> DistributedDataFrame:
+        """The table (or view) registered as `name`.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> dctx.register_batch("t", pa.record_batch({"a": [1, 2, 3]}))
+            >>> dctx.table("t").count()
+            3
+        """
         return self._frame(self.ctx.table, name)
 
-    def read_parquet(self, path: str, **options: Any) -> DistributedDataFrame:
-        return self._frame(self.ctx.read_parquet, path, **options)
+    def read_parquet(
+        self,
+        path: str | pathlib.Path,
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        parquet_pruning: bool = True,
+        file_extension: str = ".parquet",
+        skip_metadata: bool = True,
+        schema: pa.Schema | None = None,
+        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
+        object_store: Any | None = None,
+    ) -> DistributedDataFrame:
+        """The Parquet file, or folder of files, at `path` (DataFusion's `read_parquet`)."""
+        return self._frame(
+            self.ctx.read_parquet,
+            path,
+            table_partition_cols,
+            parquet_pruning,
+            file_extension,
+            skip_metadata,
+            schema,
+            file_sort_order,
+            object_store,
+        )
 
-    def read_csv(self, path: str, **options: Any) -> DistributedDataFrame:
-        return self._frame(self.ctx.read_csv, path, **options)
+    def read_csv(
+        self,
+        path: str | pathlib.Path | list[str] | list[pathlib.Path],
+        schema: pa.Schema | None = None,
+        has_header: bool = True,
+        delimiter: str = ",",
+        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
+        file_extension: str = ".csv",
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        file_compression_type: str | None = None,
+        options: CsvReadOptions | None = None,
+        object_store: Any | None = None,
+    ) -> DistributedDataFrame:
+        """The CSV file(s) at `path` (DataFusion's `read_csv`)."""
+        return self._frame(
+            self.ctx.read_csv,
+            path,
+            schema,
+            has_header,
+            delimiter,
+            schema_infer_max_records,
+            file_extension,
+            table_partition_cols,
+            file_compression_type,
+            options,
+            object_store,
+        )
 
-    def read_json(self, path: str, **options: Any) -> DistributedDataFrame:
-        return self._frame(self.ctx.read_json, path, **options)
+    def read_json(
+        self,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
+        file_extension: str = ".json",
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        file_compression_type: str | None = None,
+        object_store: Any | None = None,
+    ) -> DistributedDataFrame:
+        """The line-delimited JSON file(s) at `path` (DataFusion's `read_json`)."""
+        return self._frame(
+            self.ctx.read_json,
+            path,
+            schema,
+            schema_infer_max_records,
+            file_extension,
+            table_partition_cols,
+            file_compression_type,
+            object_store,
+        )
 
+    def read_arrow(
+        self,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        file_extension: str = ".arrow",
+        file_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        object_store: Any | None = None,
+    ) -> DistributedDataFrame:
+        """The Arrow IPC file(s) at `path` (DataFusion's `read_arrow`)."""
+        return self._frame(
+            self.ctx.read_arrow, path, schema, file_extension, file_partition_cols, object_store
+        )
+
+    def read_avro(
+        self,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        file_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        file_extension: str = ".avro",
+        object_store: Any | None = None,
+    ) -> DistributedDataFrame:
+        """The Avro file(s) at `path` (DataFusion's `read_avro`)."""
+        return self._frame(
+            self.ctx.read_avro, path, schema, file_partition_cols, file_extension, object_store
+        )
+
+    def from_pydict(self, data: dict[str, list[Any]], name: str | None = None) -> DistributedDataFrame:
+        """A frame of the columns in `data`; registered as the table `name` if given."""
+        return self._frame(self.ctx.from_pydict, data, name)
+
+    def from_pylist(self, data: list[dict[str, Any]], name: str | None = None) -> DistributedDataFrame:
+        """A frame of the rows in `data`; registered as the table `name` if given."""
+        return self._frame(self.ctx.from_pylist, data, name)
+
+    def from_arrow(
+        self, data: ArrowStreamExportable | ArrowArrayExportable, name: str | None = None
+    ) -> DistributedDataFrame:
+        """A frame of an Arrow table, batch or stream; registered as the table `name` if given."""
+        return self._frame(self.ctx.from_arrow, data, name)
+
+    def from_pandas(self, data: pd.DataFrame, name: str | None = None) -> DistributedDataFrame:
+        """A frame of a pandas DataFrame; registered as the table `name` if given."""
+        return self._frame(self.ctx.from_pandas, data, name)
+
+    def from_polars(self, data: pl.DataFrame, name: str | None = None) -> DistributedDataFrame:
+        """A frame of a polars DataFrame; registered as the table `name` if given."""
+        return self._frame(self.ctx.from_polars, data, name)
+
+    # -- tables, functions and catalogs: the wrapped SessionContext's own -----------------------
+    def register_parquet(
+        self,
+        name: str,
+        path: str | pathlib.Path,
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        parquet_pruning: bool = True,
+        file_extension: str = ".parquet",
+        skip_metadata: bool = True,
+        schema: pa.Schema | None = None,
+        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
+        object_store: Any | None = None,
+    ) -> None:
+        """Register the Parquet file, or folder of files, at `path` as the table `name`."""
+        self.ctx.register_parquet(
+            name,
+            path,
+            table_partition_cols,
+            parquet_pruning,
+            file_extension,
+            skip_metadata,
+            schema,
+            file_sort_order,
+            object_store,
+        )
+
+    def register_csv(
+        self,
+        name: str,
+        path: str | pathlib.Path | list[str | pathlib.Path],
+        schema: pa.Schema | None = None,
+        has_header: bool = True,
+        delimiter: str = ",",
+        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
+        file_extension: str = ".csv",
+        file_compression_type: str | None = None,
+        options: CsvReadOptions | None = None,
+        object_store: Any | None = None,
+    ) -> None:
+        """Register the CSV file(s) at `path` as the table `name`."""
+        self.ctx.register_csv(
+            name,
+            path,
+            schema,
+            has_header,
+            delimiter,
+            schema_infer_max_records,
+            file_extension,
+            file_compression_type,
+            options,
+            object_store,
+        )
+
+    def register_json(
+        self,
+        name: str,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
+        file_extension: str = ".json",
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        file_compression_type: str | None = None,
+        object_store: Any | None = None,
+    ) -> None:
+        """Register the line-delimited JSON file(s) at `path` as the table `name`."""
+        self.ctx.register_json(
+            name,
+            path,
+            schema,
+            schema_infer_max_records,
+            file_extension,
+            table_partition_cols,
+            file_compression_type,
+            object_store,
+        )
+
+    def register_arrow(
+        self,
+        name: str,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        file_extension: str = ".arrow",
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        object_store: Any | None = None,
+    ) -> None:
+        """Register the Arrow IPC file(s) at `path` as the table `name`."""
+        self.ctx.register_arrow(name, path, schema, file_extension, table_partition_cols, object_store)
+
+    def register_avro(
+        self,
+        name: str,
+        path: str | pathlib.Path,
+        schema: pa.Schema | None = None,
+        file_extension: str = ".avro",
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        object_store: Any | None = None,
+    ) -> None:
+        """Register the Avro file(s) at `path` as the table `name`."""
+        self.ctx.register_avro(name, path, schema, file_extension, table_partition_cols, object_store)
+
+    def register_listing_table(
+        self,
+        name: str,
+        path: str | pathlib.Path,
+        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
+        file_extension: str = ".parquet",
+        schema: pa.Schema | None = None,
+        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
+    ) -> None:
+        """Register the files under `path` (with `file_extension`) as the table `name`."""
+        self.ctx.register_listing_table(
+            name, path, table_partition_cols, file_extension, schema, file_sort_order
+        )
+
+    def register_record_batches(self, name: str, partitions: list[list[pa.RecordBatch]]) -> None:
+        """Register in-memory batches as the table `name`: one inner list per partition."""
+        self.ctx.register_record_batches(name, partitions)
+
+    def register_batch(self, name: str, batch: pa.RecordBatch) -> None:
+        """Register one in-memory batch as the table `name`."""
+        self.ctx.register_batch(name, batch)
+
+    def register_table(self, name: str, table: Table | TableProviderExportable | DataFrame | Dataset) -> None:
+        """Register a table provider, DataFusion DataFrame or Arrow dataset as the table `name`."""
+        self.ctx.register_table(name, table)
+
+    def register_view(self, name: str, df: DataFrame) -> None:
+        """Register the DataFusion DataFrame `df` as the view `name`."""
+        self.ctx.register_view(name, df)
+
+    def register_dataset(self, name: str, dataset: Dataset) -> None:
+        """Register an Arrow dataset as the table `name`."""
+        self.ctx.register_dataset(name, dataset)
+
+    def register_object_store(self, schema: str, store: Any, host: str | None = None) -> None:
+        """Make the object store `store` serve URLs of `schema` (such as "s3://") and `host`."""
+        self.ctx.register_object_store(schema, store, host)
+
+    def register_udf(self, udf: ScalarUDF) -> None:
+        """Register a scalar function, for SQL and expressions (it runs on the workers)."""
+        self.ctx.register_udf(udf)
+
+    def register_udaf(self, udaf: AggregateUDF) -> None:
+        """Register an aggregate function, for SQL and expressions."""
+        self.ctx.register_udaf(udaf)
+
+    def register_udwf(self, udwf: WindowUDF) -> None:
+        """Register a window function, for SQL and expressions."""
+        self.ctx.register_udwf(udwf)
+
+    def register_udtf(self, func: TableFunction) -> None:
+        """Register a table function, for SQL."""
+        self.ctx.register_udtf(func)
+
+    def deregister_table(self, name: str) -> None:
+        """Remove the table `name`."""
+        self.ctx.deregister_table(name)
+
+    def table_exist(self, name: str) -> bool:
+        """Whether a table `name` is registered."""
+        return self.ctx.table_exist(name)
+
+    def catalog(self, name: str = "datafusion") -> Catalog:
+        """The catalog `name` of the wrapped context."""
+        return self.ctx.catalog(name)
+
+    def catalog_names(self) -> set[str]:
+        """The names of the wrapped context's catalogs."""
+        return self.ctx.catalog_names()
+
+    def session_id(self) -> str:
+        """The id of the wrapped context's session."""
+        return self.ctx.session_id()
+
+    # -- planning -------------------------------------------------------------------------------
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
         stages (or keep it on one node when it cannot travel faithfully; see `plan_query`)."""
@@ -259,163 +544,5 @@ class DistributedContext:
     def __enter__(self) -> DistributedContext:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class DistributedDataFrame:
-    """A DataFusion DataFrame whose results are computed across the cluster."""
-
-    def __init__(self, dctx: DistributedContext, df: DataFrame):
-        self._dctx = dctx
-        self._df = df
-        self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
-        self._runs_lock = threading.Lock()
-        self.metrics: QueryMetrics | None = None  # of the last run, once it has ended
-
-    @property
-    def df(self) -> DataFrame:
-        """The underlying (single-node) DataFusion DataFrame."""
-        return self._df
-
-    def __getattr__(self, name: str) -> Any:
-        """DataFrame transformations (filter, select, join, sort, ...) return distributed frames."""
-        if name not in _TRANSFORMATIONS:
-            if hasattr(DataFrame, name):
-                raise AttributeError(
-                    f"DistributedDataFrame.{name} is not available: use .df.{name} to run it on one node"
-                )
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-        method = getattr(self._df, name)
-
-        def transformed(*args: Any, **kwargs: Any) -> Any:
-            args = tuple(a._df if isinstance(a, DistributedDataFrame) else a for a in args)
-            result = method(*args, **kwargs)
-            return DistributedDataFrame(self._dctx, result) if isinstance(result, DataFrame) else result
-
-        return transformed
-
-    def schema(self) -> pa.Schema:
-        return self._df.schema()
-
-    def distributed_plan(self) -> DistributedPlan:
-        return self._dctx.distributed_plan(self._df)
-
-    def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
-        """Stream the result batch by batch; memory stays bounded by what is in flight.
-        `progress` shows a live progress line (default: the context's `progress`)."""
-        return self._execute_plan(self.distributed_plan(), progress)
-
-    def _execute_plan(self, plan: DistributedPlan, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
-        handlers = self._dctx.handlers
-        if self._dctx.progress if progress is None else progress:
-            from ..metrics.progress import ProgressDisplay
-
-            handlers = handlers.with_handlers([ProgressDisplay()])
-        run = QueryRun(
-            plan,
-            self._dctx.workers(),
-            self._dctx.clients,
-            compression=self._dctx.exchange_compression(),
-            head_session=self._dctx.head_session,
-            task_attempts=self._dctx.config.task_attempts,
-            handlers=handlers,
-            local_spools=self._dctx.local_spools(),
-        )
-        stream = self._cancellable(run)
-        try:
-            with contextlib.closing(stream):
-                yield from stream
-        finally:
-            self.metrics = run.metrics
-
-    def cancel(self) -> bool:
-        """Stop every execution of this DataFrame in progress (safe from any thread).
-
-        Each raises `QueryCancelled` in the thread running it, within a fraction of a second
-        while it waits for tasks, and its tasks on the workers stop at their next batch and
-        have their spool data deleted. Returns whether anything was running."""
-        with self._runs_lock:
-            runs = list(self._runs)
-        for run in runs:
-            run.cancel_scope.cancel()
-        return bool(runs)
-
-    def _cancellable(self, run: QueryRun) -> Iterator[pa.RecordBatch]:
-        run.cancel_scope.start(self._dctx.config.query_timeout)
-        with self._runs_lock:
-            self._runs.add(run)
-        try:
-            yield from run.execute()
-        finally:
-            with self._runs_lock:
-                self._runs.discard(run)
-
-    def collect(self, progress: bool | None = None) -> list[pa.RecordBatch]:
-        return list(self.execute_stream(progress))
-
-    def to_arrow_table(self, progress: bool | None = None) -> pa.Table:
-        batches = self.collect(progress)
-        if not batches:
-            return self.schema().empty_table()
-        schema = batches[0].schema
-        return pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches], schema)
-
-    def to_pandas(self):
-        return self.to_arrow_table().to_pandas()
-
-    def to_polars(self):
-        import polars as pl
-
-        return pl.from_arrow(self.to_arrow_table())
-
-    def to_pylist(self) -> list[dict]:
-        return self.to_arrow_table().to_pylist()
-
-    def to_pydict(self) -> dict[str, list]:
-        return self.to_arrow_table().to_pydict()
-
-    def count(self) -> int:
-        """Number of rows, counted on the workers."""
-        from datafusion import functions as f
-
-        return int(self.aggregate([], [f.count_star().alias("n")]).to_pylist()[0]["n"])
-
-    def show(self, num: int = 20) -> None:
-        """Print the first `num` rows as a table."""
-        print(format_table(self.limit(num).to_arrow_table()))
-
-    def explain(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> None:
-        """Print the distributed plan: stages, their tasks, boundaries and the files tasks read.
-
-        Args:
-            analyze: run the query first and show what it measured: per stage its tasks, rows,
-                bytes written and read; per node DataFusion's metrics summed over the tasks.
-            verbose: with `analyze`, every metric, and each task's own line.
-            format: "text", "graphviz" (DOT) or "mermaid": the last two draw the stage DAG
-                with its tasks and exchanges.
-        """
-        print(self.explain_string(analyze, verbose, format))
-
-    def explain_string(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> str:
-        """What `explain` prints."""
-        from ..metrics.analyze import explain
-
-        return explain(self, analyze, verbose, format)
-
-    def __repr__(self) -> str:
-        return f"DistributedDataFrame({self._df.logical_plan().display()!r})"
-
-
-def format_table(table: pa.Table, max_width: int = 40) -> str:
-    """A plain text table of `table` (for show() and the CLI)."""
-    names = table.column_names
-    rows = [["NULL" if v is None else str(v) for v in row.values()] for row in table.to_pylist()]
-    cells = [names, *rows]
-    widths = [min(max_width, max(len(r[i][:max_width]) for r in cells)) for i in range(len(names))]
-
-    def line(values):
-        return "| " + " | ".join(v[:max_width].ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
-
-    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    return "\n".join([rule, line(names), rule, *[line(r) for r in rows], rule])

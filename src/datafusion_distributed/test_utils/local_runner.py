@@ -1,6 +1,6 @@
 """Run a distributed plan's stages in this process, through Arrow IPC files, as workers would.
 
-Every task runs the worker's own task code; inputs are read in place from a scratch folder.
+Every task runs the shared task code workers run (execution_plans/task.py); inputs are read in place from a scratch folder.
 Used by tests of the planner and as the reference for the networked runtime.
 """
 
@@ -82,4 +82,5 @@ class LocalStageRunner:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def collect(self, plan: DistributedPlan) -> list[pa.RecordBatch]:
+        """Run `plan` and return all of its result batches."""
         return list(self.execute(plan))

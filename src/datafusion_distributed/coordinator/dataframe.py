@@ -1,0 +1,430 @@
+"""DistributedDataFrame: a DataFusion DataFrame whose results are computed across the cluster.
+
+Its transformations (filter, select, join, ...) are DataFusion's own, and return a
+DistributedDataFrame so the result still runs distributed; its results (collect,
+to_arrow_table, ...) run the query on the workers."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+import pyarrow as pa
+from datafusion import DataFrame
+
+from ..metrics.analyze import check_explain_format, render_explain
+from .scheduler import QueryRun
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
+    from datafusion.expr import Expr, SortKey
+
+    from ..execution_plans.stage import DistributedPlan
+    from ..metrics.query_metrics import QueryMetrics
+    from .context import DistributedContext
+
+JoinHow = Literal["inner", "left", "right", "full", "semi", "anti"]
+
+
+def _plain(df: Any) -> Any:
+    """`df` as DataFusion takes it: the DataFrame a DistributedDataFrame wraps, else `df` itself."""
+    return df.df if isinstance(df, DistributedDataFrame) else df
+
+
+class DistributedDataFrame:
+    """A DataFusion DataFrame whose results are computed across the cluster.
+
+    Made by a `DistributedContext` (`sql`, `table`, `read_parquet`, `from_pydict`, ...), or
+    around a DataFrame of the context's own SessionContext: `DistributedDataFrame(dctx, df)`.
+    DataFusion's methods that would run the query on one node (`write_parquet`, ...) are not
+    offered: `df.df` is the plain DataFusion DataFrame for them.
+
+    Examples:
+        >>> dctx = DistributedContext()
+        >>> df = dctx.from_pydict({"a": [1, 2, 3], "b": ["x", "y", "x"]})
+        >>> df.filter(col("a") > lit(1)).select("b").to_pydict()
+        {'b': ['y', 'x']}
+    """
+
+    def __init__(self, dctx: DistributedContext, df: DataFrame) -> None:
+        self._dctx = dctx
+        self._df = df
+        self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
+        self._runs_lock = threading.Lock()
+        self.metrics: QueryMetrics | None = None  # of the last run, once it has ended
+
+    @property
+    def df(self) -> DataFrame:
+        """The underlying (single-node) DataFusion DataFrame."""
+        return self._df
+
+    def __getattr__(self, name: str) -> NoReturn:
+        """Only for a clear refusal: DataFusion's other DataFrame methods run on one node."""
+        if hasattr(DataFrame, name):
+            raise AttributeError(
+                f"DistributedDataFrame.{name} is not available: use .df.{name} to run it on one node"
+            )
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def _derived(self, df: Any) -> DistributedDataFrame:
+        """A transformation's result, distributed on the same context."""
+        # DataFusion's select_exprs returns its internal frame rather than a DataFrame.
+        return DistributedDataFrame(self._dctx, df if isinstance(df, DataFrame) else DataFrame(df))
+
+    # -- transformations: DataFusion's own, returning a DistributedDataFrame -------------------
+    def aggregate(
+        self, group_by: Sequence[Expr | str] | Expr | str | None, aggs: Sequence[Expr] | Expr
+    ) -> DistributedDataFrame:
+        """Group by `group_by` and compute the aggregates `aggs` for each group.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> df = dctx.from_pydict({"a": [1, 2, 3], "b": ["x", "y", "x"]})
+            >>> df.aggregate([col("b")], [f.sum(col("a")).alias("s")]).sort(col("b")).to_pydict()
+            {'b': ['x', 'y'], 's': [4, 2]}
+        """
+        return self._derived(self._df.aggregate(group_by, aggs))
+
+    def alias(self, alias: str) -> DistributedDataFrame:
+        """Give this frame the table name `alias` (to qualify its columns in a join)."""
+        return self._derived(self._df.alias(alias))
+
+    def cast(self, mapping: dict[str, pa.DataType[Any]]) -> DistributedDataFrame:
+        """Cast the columns named in `mapping` to their new types."""
+        return self._derived(self._df.cast(mapping))
+
+    def describe(self) -> DistributedDataFrame:
+        """Summary statistics of each column (count, null count, mean, min, max, ...)."""
+        return self._derived(self._df.describe())
+
+    def distinct(self) -> DistributedDataFrame:
+        """The distinct rows."""
+        return self._derived(self._df.distinct())
+
+    def distinct_on(
+        self, on_expr: list[Expr], select_expr: list[Expr], sort_expr: list[SortKey] | None = None
+    ) -> DistributedDataFrame:
+        """One row of `select_expr` per distinct `on_expr`: the first in `sort_expr` order."""
+        return self._derived(self._df.distinct_on(on_expr, select_expr, sort_expr))
+
+    def drop(self, *columns: str) -> DistributedDataFrame:
+        """Without the named columns."""
+        return self._derived(self._df.drop(*columns))
+
+    def except_all(
+        self, other: DataFrame | DistributedDataFrame, distinct: bool = False
+    ) -> DistributedDataFrame:
+        """The rows of this frame not in `other` (the set difference)."""
+        return self._derived(self._df.except_all(_plain(other), distinct))
+
+    def fill_nan(self, value: float, subset: list[str] | None = None) -> DistributedDataFrame:
+        """Replace NaN in floating-point columns (those in `subset`, if given) with `value`."""
+        return self._derived(self._df.fill_nan(value, subset))
+
+    def fill_null(self, value: Any, subset: list[str] | None = None) -> DistributedDataFrame:
+        """Replace nulls (in the columns of `subset`, if given) with `value`."""
+        return self._derived(self._df.fill_null(value, subset))
+
+    def filter(self, *predicates: Expr | str) -> DistributedDataFrame:
+        """The rows for which every predicate is true (expressions or SQL strings).
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> df = dctx.from_pydict({"a": [1, 2, 3]})
+            >>> df.filter(col("a") > lit(1)).to_pydict()
+            {'a': [2, 3]}
+            >>> df.filter("a > 1").count()
+            2
+        """
+        return self._derived(self._df.filter(*predicates))
+
+    def head(self, n: int = 5) -> DistributedDataFrame:
+        """The first `n` rows."""
+        return self._derived(self._df.head(n))
+
+    def intersect(
+        self, other: DataFrame | DistributedDataFrame, distinct: bool = False
+    ) -> DistributedDataFrame:
+        """The rows in both this frame and `other`."""
+        return self._derived(self._df.intersect(_plain(other), distinct))
+
+    def join(
+        self,
+        right: DataFrame | DistributedDataFrame,
+        on: str | Sequence[str] | tuple[list[str], list[str]] | None = None,
+        how: JoinHow = "inner",
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+        join_keys: tuple[list[str], list[str]] | None = None,
+        coalesce_duplicate_keys: bool = True,
+    ) -> DistributedDataFrame:
+        """Join with `right` on equal columns: `on` (the same names) or `left_on`/`right_on`."""
+        joined = self._df.join(
+            _plain(right),
+            on,
+            how,
+            left_on=left_on,
+            right_on=right_on,
+            join_keys=join_keys,
+            coalesce_duplicate_keys=coalesce_duplicate_keys,
+        )
+        return self._derived(joined)
+
+    def join_on(
+        self, right: DataFrame | DistributedDataFrame, *on_exprs: Expr, how: JoinHow = "inner"
+    ) -> DistributedDataFrame:
+        """Join with `right` where the expressions `on_exprs` are all true."""
+        return self._derived(self._df.join_on(_plain(right), *on_exprs, how=how))
+
+    def limit(self, count: int, offset: int = 0) -> DistributedDataFrame:
+        """At most `count` rows, after skipping `offset`."""
+        return self._derived(self._df.limit(count, offset))
+
+    def repartition(self, num: int) -> DistributedDataFrame:
+        """Spread the rows round-robin over `num` partitions."""
+        return self._derived(self._df.repartition(num))
+
+    def repartition_by_hash(self, *exprs: Expr | str, num: int) -> DistributedDataFrame:
+        """Spread the rows over `num` partitions by the hash of `exprs`."""
+        return self._derived(self._df.repartition_by_hash(*exprs, num=num))
+
+    def select(self, *exprs: Expr | str) -> DistributedDataFrame:
+        """The given columns or expressions (column names or expressions).
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> df = dctx.from_pydict({"a": [1, 2], "b": [10, 20]})
+            >>> df.select("b", (col("a") * lit(2)).alias("twice")).to_pydict()
+            {'b': [10, 20], 'twice': [2, 4]}
+        """
+        return self._derived(self._df.select(*exprs))
+
+    def select_exprs(self, *args: str) -> DistributedDataFrame:
+        """The given SQL expressions, such as `"a + 1 AS b"`."""
+        return self._derived(self._df.select_exprs(*args))
+
+    def sort(self, *exprs: SortKey) -> DistributedDataFrame:
+        """Sorted by `exprs` (sort expressions, expressions or column names)."""
+        return self._derived(self._df.sort(*exprs))
+
+    def sort_by(self, *exprs: Expr | str) -> DistributedDataFrame:
+        """Sorted by `exprs`, ascending, nulls last."""
+        return self._derived(self._df.sort_by(*exprs))
+
+    def tail(self, n: int = 5) -> DistributedDataFrame:
+        """The last `n` rows."""
+        return self._derived(self._df.tail(n))
+
+    def transform(self, func: Callable[..., DataFrame], *args: Any) -> DistributedDataFrame:
+        """`func(df, *args)` on the underlying DataFusion DataFrame, distributed."""
+        return self._derived(self._df.transform(func, *(_plain(a) for a in args)))
+
+    def union(self, other: DataFrame | DistributedDataFrame, distinct: bool = False) -> DistributedDataFrame:
+        """The rows of this frame and then `other` (same columns in the same order)."""
+        return self._derived(self._df.union(_plain(other), distinct))
+
+    def union_by_name(
+        self, other: DataFrame | DistributedDataFrame, distinct: bool = False
+    ) -> DistributedDataFrame:
+        """The rows of this frame and `other`, their columns matched by name."""
+        return self._derived(self._df.union_by_name(_plain(other), distinct))
+
+    def union_distinct(self, other: DataFrame | DistributedDataFrame) -> DistributedDataFrame:
+        """The distinct rows of this frame and `other`."""
+        return self._derived(self._df.union_distinct(_plain(other)))
+
+    def unnest_columns(
+        self, *columns: str, preserve_nulls: bool = True, recursions: list[tuple[str, str, int]] | None = None
+    ) -> DistributedDataFrame:
+        """A row for each element of the list (or struct) columns named."""
+        return self._derived(
+            self._df.unnest_columns(*columns, preserve_nulls=preserve_nulls, recursions=recursions)
+        )
+
+    def window(self, *exprs: Expr) -> DistributedDataFrame:
+        """With window function columns added."""
+        return self._derived(self._df.window(*exprs))
+
+    def with_column(self, name: str, expr: Expr | str) -> DistributedDataFrame:
+        """With the column `name` added (or replaced), computed by `expr`."""
+        return self._derived(self._df.with_column(name, expr))
+
+    def with_column_renamed(self, old_name: str, new_name: str) -> DistributedDataFrame:
+        """With the column `old_name` renamed to `new_name`."""
+        return self._derived(self._df.with_column_renamed(old_name, new_name))
+
+    def with_columns(
+        self, *exprs: Expr | str | Iterable[Expr | str], **named_exprs: Expr | str
+    ) -> DistributedDataFrame:
+        """With several columns added (or replaced): aliased expressions, or `name=expr`."""
+        return self._derived(self._df.with_columns(*exprs, **named_exprs))
+
+    # -- what the query is and how it runs ------------------------------------------------------
+    def schema(self) -> pa.Schema:
+        """The schema of the result."""
+        return self._df.schema()
+
+    def distributed_plan(self) -> DistributedPlan:
+        """The plan for the current workers: the stages the query is cut into."""
+        return self._dctx.distributed_plan(self._df)
+
+    def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream the result batch by batch; memory stays bounded by what is in flight.
+        `progress` shows a live progress line (default: the context's `progress`)."""
+        return self._execute_plan(self.distributed_plan(), progress)
+
+    def _execute_plan(self, plan: DistributedPlan, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+        handlers = self._dctx.handlers
+        if self._dctx.progress if progress is None else progress:
+            from ..metrics.progress import ProgressDisplay
+
+            handlers = handlers.with_handlers([ProgressDisplay()])
+        run = QueryRun(
+            plan,
+            self._dctx.workers(),
+            self._dctx.clients,
+            compression=self._dctx.exchange_compression(),
+            head_session=self._dctx.head_session,
+            task_attempts=self._dctx.config.task_attempts,
+            handlers=handlers,
+            local_spools=self._dctx.local_spools(),
+        )
+        stream = self._cancellable(run)
+        try:
+            with contextlib.closing(stream):
+                yield from stream
+        finally:
+            self.metrics = run.metrics
+
+    def cancel(self) -> bool:
+        """Stop every execution of this DataFrame in progress (safe from any thread).
+
+        Each raises `QueryCancelled` in the thread running it, within a fraction of a second
+        while it waits for tasks, and its tasks on the workers stop at their next batch and
+        have their spool data deleted. Returns whether anything was running."""
+        with self._runs_lock:
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel_scope.cancel()
+        return bool(runs)
+
+    def _cancellable(self, run: QueryRun) -> Iterator[pa.RecordBatch]:
+        run.cancel_scope.start(self._dctx.config.query_timeout)
+        with self._runs_lock:
+            self._runs.add(run)
+        try:
+            yield from run.execute()
+        finally:
+            with self._runs_lock:
+                self._runs.discard(run)
+
+    # -- results: the query runs on the workers -------------------------------------------------
+    def collect(self, progress: bool | None = None) -> list[pa.RecordBatch]:
+        """Run the query and return all of its result batches.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> batches = dctx.sql("SELECT * FROM (VALUES (1), (2), (3)) AS t(a)").collect()
+            >>> sum(batch.num_rows for batch in batches)
+            3
+        """
+        return list(self.execute_stream(progress))
+
+    def to_arrow_table(self, progress: bool | None = None) -> pa.Table:
+        """Run the query and return its result as one Arrow table.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> table = dctx.sql("SELECT 1 AS a, 'x' AS b").to_arrow_table()
+            >>> table.column_names, table.num_rows
+            (['a', 'b'], 1)
+        """
+        batches = self.collect(progress)
+        if not batches:
+            return self.schema().empty_table()
+        schema = batches[0].schema
+        return pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches], schema)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """Run the query and return its result as a pandas DataFrame."""
+        return self.to_arrow_table().to_pandas()
+
+    def to_polars(self) -> pl.DataFrame:
+        """Run the query and return its result as a polars DataFrame."""
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow_table())
+
+    def to_pylist(self) -> list[dict]:
+        """Run the query and return its rows as dictionaries."""
+        return self.to_arrow_table().to_pylist()
+
+    def to_pydict(self) -> dict[str, list]:
+        """Run the query and return its columns as lists."""
+        return self.to_arrow_table().to_pydict()
+
+    def count(self) -> int:
+        """Number of rows, counted on the workers."""
+        from datafusion import functions as f
+
+        return int(self.aggregate([], [f.count_star().alias("n")]).to_pylist()[0]["n"])
+
+    def show(self, num: int = 20) -> None:
+        """Print the first `num` rows as a table."""
+        print(format_table(self.limit(num).to_arrow_table()))
+
+    def explain(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> None:
+        """Print the distributed plan: stages, their tasks, boundaries and the files tasks read.
+
+        Args:
+            analyze: run the query first and show what it measured: per stage its tasks, rows,
+                bytes written and read; per node DataFusion's metrics summed over the tasks.
+            verbose: with `analyze`, every metric, and each task's own line.
+            format: "text", "graphviz" (DOT) or "mermaid": the last two draw the stage DAG
+                with its tasks and exchanges.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> dctx.sql("SELECT 1 AS one").explain()
+            ┌───── Stage 0 ── tasks=1 partitions=1 ── output=result
+            │ tasks: PlaceholderRowExec is a source that cannot be split
+            │ ProjectionExec: expr=[1 as one]
+            │   PlaceholderRowExec
+            └─────
+            <BLANKLINE>
+        """
+        print(self.explain_string(analyze, verbose, format))
+
+    def explain_string(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> str:
+        """What `explain` prints. With `analyze` the query runs first (its result is discarded)."""
+        check_explain_format(format)  # before the query runs
+        plan = self.distributed_plan()
+        metrics = self._measure(plan) if analyze else None
+        return render_explain(plan, metrics, verbose, format)
+
+    def _measure(self, plan: DistributedPlan) -> QueryMetrics | None:
+        """Run `plan` for what it measures (EXPLAIN ANALYZE), discarding its result."""
+        for _ in self._execute_plan(plan):
+            pass
+        return self.metrics
+
+    def __repr__(self) -> str:
+        return f"DistributedDataFrame({self._df.logical_plan().display()!r})"
+
+
+def format_table(table: pa.Table, max_width: int = 40) -> str:
+    """A plain text table of `table` (for show() and the CLI)."""
+    names = table.column_names
+    rows = [["NULL" if v is None else str(v) for v in row.values()] for row in table.to_pylist()]
+    cells = [names, *rows]
+    widths = [min(max_width, max(len(r[i][:max_width]) for r in cells)) for i in range(len(names))]
+
+    def line(values):
+        return "| " + " | ".join(v[:max_width].ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    return "\n".join([rule, line(names), rule, *[line(r) for r in rows], rule])
