@@ -3,13 +3,14 @@ queries on the user's SessionContext and makes DistributedDataFrames that run th
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from datafusion import DataFrame, SessionContext
-from datafusion.options import DEFAULT_MAX_INFER_SCHEMA
 
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.handlers import HandlerChain
@@ -23,18 +24,6 @@ from .dataframe import DistributedDataFrame
 from .errors import QueryFailed
 
 if TYPE_CHECKING:
-    import pathlib
-
-    import pandas as pd
-    import polars as pl
-    import pyarrow as pa
-    from datafusion.catalog import Catalog, Table
-    from datafusion.context import ArrowArrayExportable, ArrowStreamExportable, TableProviderExportable
-    from datafusion.expr import SortKey
-    from datafusion.options import CsvReadOptions
-    from datafusion.user_defined import AggregateUDF, ScalarUDF, TableFunction, WindowUDF
-    from pyarrow.dataset import Dataset
-
     from .. import EmbeddedCluster
 
 
@@ -57,6 +46,42 @@ def split_explain_analyze(query: str) -> tuple[str, bool] | None:
     if match is None:
         return None
     return match.group(2), match.group(1) is not None
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _on_ctx(
+    method: Callable[Concatenate[SessionContext, P], R],
+) -> Callable[Concatenate[DistributedContext, P], R]:
+    """`method` of SessionContext, called on the wrapped context: DataFusion's own signature and
+    docstring, so it cannot drift from the DataFusion release installed."""
+
+    @functools.wraps(method)
+    def on_ctx(self: DistributedContext, *args: P.args, **kwargs: P.kwargs) -> R:
+        return getattr(self.ctx, method.__name__)(*args, **kwargs)
+
+    on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
+    return on_ctx
+
+
+def _made_on_ctx(
+    method: Callable[Concatenate[SessionContext, P], DataFrame],
+) -> Callable[Concatenate[DistributedContext, P], DistributedDataFrame]:
+    """`method`, a SessionContext call that makes a DataFrame, made on the wrapped context and
+    returned distributed; DataFusion's errors become QueryFailed."""
+
+    @functools.wraps(method)
+    def made_on_ctx(self: DistributedContext, *args: P.args, **kwargs: P.kwargs) -> DistributedDataFrame:
+        return self._frame(getattr(self.ctx, method.__name__), *args, **kwargs)
+
+    made_on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
+    made_on_ctx.__doc__ = (
+        f"DataFusion's `SessionContext.{method.__name__}`, as a DistributedDataFrame.\n\n{method.__doc__}"
+    )
+    made_on_ctx.__signature__ = inspect.signature(method).replace(return_annotation=DistributedDataFrame)
+    return made_on_ctx
 
 
 class DistributedContext:
@@ -209,301 +234,39 @@ class DistributedContext:
         """
         return self._frame(self.ctx.table, name)
 
-    def read_parquet(
-        self,
-        path: str | pathlib.Path,
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        parquet_pruning: bool = True,
-        file_extension: str = ".parquet",
-        skip_metadata: bool = True,
-        schema: pa.Schema | None = None,
-        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
-        object_store: Any | None = None,
-    ) -> DistributedDataFrame:
-        """The Parquet file, or folder of files, at `path` (DataFusion's `read_parquet`)."""
-        return self._frame(
-            self.ctx.read_parquet,
-            path,
-            table_partition_cols,
-            parquet_pruning,
-            file_extension,
-            skip_metadata,
-            schema,
-            file_sort_order,
-            object_store,
-        )
-
-    def read_csv(
-        self,
-        path: str | pathlib.Path | list[str] | list[pathlib.Path],
-        schema: pa.Schema | None = None,
-        has_header: bool = True,
-        delimiter: str = ",",
-        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
-        file_extension: str = ".csv",
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        file_compression_type: str | None = None,
-        options: CsvReadOptions | None = None,
-        object_store: Any | None = None,
-    ) -> DistributedDataFrame:
-        """The CSV file(s) at `path` (DataFusion's `read_csv`)."""
-        return self._frame(
-            self.ctx.read_csv,
-            path,
-            schema,
-            has_header,
-            delimiter,
-            schema_infer_max_records,
-            file_extension,
-            table_partition_cols,
-            file_compression_type,
-            options,
-            object_store,
-        )
-
-    def read_json(
-        self,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
-        file_extension: str = ".json",
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        file_compression_type: str | None = None,
-        object_store: Any | None = None,
-    ) -> DistributedDataFrame:
-        """The line-delimited JSON file(s) at `path` (DataFusion's `read_json`)."""
-        return self._frame(
-            self.ctx.read_json,
-            path,
-            schema,
-            schema_infer_max_records,
-            file_extension,
-            table_partition_cols,
-            file_compression_type,
-            object_store,
-        )
-
-    def read_arrow(
-        self,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        file_extension: str = ".arrow",
-        file_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        object_store: Any | None = None,
-    ) -> DistributedDataFrame:
-        """The Arrow IPC file(s) at `path` (DataFusion's `read_arrow`)."""
-        return self._frame(
-            self.ctx.read_arrow, path, schema, file_extension, file_partition_cols, object_store
-        )
-
-    def read_avro(
-        self,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        file_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        file_extension: str = ".avro",
-        object_store: Any | None = None,
-    ) -> DistributedDataFrame:
-        """The Avro file(s) at `path` (DataFusion's `read_avro`)."""
-        return self._frame(
-            self.ctx.read_avro, path, schema, file_partition_cols, file_extension, object_store
-        )
-
-    def from_pydict(self, data: dict[str, list[Any]], name: str | None = None) -> DistributedDataFrame:
-        """A frame of the columns in `data`; registered as the table `name` if given."""
-        return self._frame(self.ctx.from_pydict, data, name)
-
-    def from_pylist(self, data: list[dict[str, Any]], name: str | None = None) -> DistributedDataFrame:
-        """A frame of the rows in `data`; registered as the table `name` if given."""
-        return self._frame(self.ctx.from_pylist, data, name)
-
-    def from_arrow(
-        self, data: ArrowStreamExportable | ArrowArrayExportable, name: str | None = None
-    ) -> DistributedDataFrame:
-        """A frame of an Arrow table, batch or stream; registered as the table `name` if given."""
-        return self._frame(self.ctx.from_arrow, data, name)
-
-    def from_pandas(self, data: pd.DataFrame, name: str | None = None) -> DistributedDataFrame:
-        """A frame of a pandas DataFrame; registered as the table `name` if given."""
-        return self._frame(self.ctx.from_pandas, data, name)
-
-    def from_polars(self, data: pl.DataFrame, name: str | None = None) -> DistributedDataFrame:
-        """A frame of a polars DataFrame; registered as the table `name` if given."""
-        return self._frame(self.ctx.from_polars, data, name)
+    read_parquet = _made_on_ctx(SessionContext.read_parquet)
+    read_csv = _made_on_ctx(SessionContext.read_csv)
+    read_json = _made_on_ctx(SessionContext.read_json)
+    read_arrow = _made_on_ctx(SessionContext.read_arrow)
+    read_avro = _made_on_ctx(SessionContext.read_avro)
+    from_pydict = _made_on_ctx(SessionContext.from_pydict)
+    from_pylist = _made_on_ctx(SessionContext.from_pylist)
+    from_arrow = _made_on_ctx(SessionContext.from_arrow)
+    from_pandas = _made_on_ctx(SessionContext.from_pandas)
+    from_polars = _made_on_ctx(SessionContext.from_polars)
 
     # -- tables, functions and catalogs: the wrapped SessionContext's own -----------------------
-    def register_parquet(
-        self,
-        name: str,
-        path: str | pathlib.Path,
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        parquet_pruning: bool = True,
-        file_extension: str = ".parquet",
-        skip_metadata: bool = True,
-        schema: pa.Schema | None = None,
-        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
-        object_store: Any | None = None,
-    ) -> None:
-        """Register the Parquet file, or folder of files, at `path` as the table `name`."""
-        self.ctx.register_parquet(
-            name,
-            path,
-            table_partition_cols,
-            parquet_pruning,
-            file_extension,
-            skip_metadata,
-            schema,
-            file_sort_order,
-            object_store,
-        )
-
-    def register_csv(
-        self,
-        name: str,
-        path: str | pathlib.Path | list[str | pathlib.Path],
-        schema: pa.Schema | None = None,
-        has_header: bool = True,
-        delimiter: str = ",",
-        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
-        file_extension: str = ".csv",
-        file_compression_type: str | None = None,
-        options: CsvReadOptions | None = None,
-        object_store: Any | None = None,
-    ) -> None:
-        """Register the CSV file(s) at `path` as the table `name`."""
-        self.ctx.register_csv(
-            name,
-            path,
-            schema,
-            has_header,
-            delimiter,
-            schema_infer_max_records,
-            file_extension,
-            file_compression_type,
-            options,
-            object_store,
-        )
-
-    def register_json(
-        self,
-        name: str,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        schema_infer_max_records: int = DEFAULT_MAX_INFER_SCHEMA,
-        file_extension: str = ".json",
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        file_compression_type: str | None = None,
-        object_store: Any | None = None,
-    ) -> None:
-        """Register the line-delimited JSON file(s) at `path` as the table `name`."""
-        self.ctx.register_json(
-            name,
-            path,
-            schema,
-            schema_infer_max_records,
-            file_extension,
-            table_partition_cols,
-            file_compression_type,
-            object_store,
-        )
-
-    def register_arrow(
-        self,
-        name: str,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        file_extension: str = ".arrow",
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        object_store: Any | None = None,
-    ) -> None:
-        """Register the Arrow IPC file(s) at `path` as the table `name`."""
-        self.ctx.register_arrow(name, path, schema, file_extension, table_partition_cols, object_store)
-
-    def register_avro(
-        self,
-        name: str,
-        path: str | pathlib.Path,
-        schema: pa.Schema | None = None,
-        file_extension: str = ".avro",
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        object_store: Any | None = None,
-    ) -> None:
-        """Register the Avro file(s) at `path` as the table `name`."""
-        self.ctx.register_avro(name, path, schema, file_extension, table_partition_cols, object_store)
-
-    def register_listing_table(
-        self,
-        name: str,
-        path: str | pathlib.Path,
-        table_partition_cols: list[tuple[str, str | pa.DataType]] | None = None,
-        file_extension: str = ".parquet",
-        schema: pa.Schema | None = None,
-        file_sort_order: Sequence[Sequence[SortKey]] | None = None,
-    ) -> None:
-        """Register the files under `path` (with `file_extension`) as the table `name`."""
-        self.ctx.register_listing_table(
-            name, path, table_partition_cols, file_extension, schema, file_sort_order
-        )
-
-    def register_record_batches(self, name: str, partitions: list[list[pa.RecordBatch]]) -> None:
-        """Register in-memory batches as the table `name`: one inner list per partition."""
-        self.ctx.register_record_batches(name, partitions)
-
-    def register_batch(self, name: str, batch: pa.RecordBatch) -> None:
-        """Register one in-memory batch as the table `name`."""
-        self.ctx.register_batch(name, batch)
-
-    def register_table(self, name: str, table: Table | TableProviderExportable | DataFrame | Dataset) -> None:
-        """Register a table provider, DataFusion DataFrame or Arrow dataset as the table `name`."""
-        self.ctx.register_table(name, table)
-
-    def register_view(self, name: str, df: DataFrame) -> None:
-        """Register the DataFusion DataFrame `df` as the view `name`."""
-        self.ctx.register_view(name, df)
-
-    def register_dataset(self, name: str, dataset: Dataset) -> None:
-        """Register an Arrow dataset as the table `name`."""
-        self.ctx.register_dataset(name, dataset)
-
-    def register_object_store(self, schema: str, store: Any, host: str | None = None) -> None:
-        """Make the object store `store` serve URLs of `schema` (such as "s3://") and `host`."""
-        self.ctx.register_object_store(schema, store, host)
-
-    def register_udf(self, udf: ScalarUDF) -> None:
-        """Register a scalar function, for SQL and expressions (it runs on the workers)."""
-        self.ctx.register_udf(udf)
-
-    def register_udaf(self, udaf: AggregateUDF) -> None:
-        """Register an aggregate function, for SQL and expressions."""
-        self.ctx.register_udaf(udaf)
-
-    def register_udwf(self, udwf: WindowUDF) -> None:
-        """Register a window function, for SQL and expressions."""
-        self.ctx.register_udwf(udwf)
-
-    def register_udtf(self, func: TableFunction) -> None:
-        """Register a table function, for SQL."""
-        self.ctx.register_udtf(func)
-
-    def deregister_table(self, name: str) -> None:
-        """Remove the table `name`."""
-        self.ctx.deregister_table(name)
-
-    def table_exist(self, name: str) -> bool:
-        """Whether a table `name` is registered."""
-        return self.ctx.table_exist(name)
-
-    def catalog(self, name: str = "datafusion") -> Catalog:
-        """The catalog `name` of the wrapped context."""
-        return self.ctx.catalog(name)
-
-    def catalog_names(self) -> set[str]:
-        """The names of the wrapped context's catalogs."""
-        return self.ctx.catalog_names()
-
-    def session_id(self) -> str:
-        """The id of the wrapped context's session."""
-        return self.ctx.session_id()
+    register_parquet = _on_ctx(SessionContext.register_parquet)
+    register_csv = _on_ctx(SessionContext.register_csv)
+    register_json = _on_ctx(SessionContext.register_json)
+    register_arrow = _on_ctx(SessionContext.register_arrow)
+    register_avro = _on_ctx(SessionContext.register_avro)
+    register_listing_table = _on_ctx(SessionContext.register_listing_table)
+    register_record_batches = _on_ctx(SessionContext.register_record_batches)
+    register_batch = _on_ctx(SessionContext.register_batch)
+    register_table = _on_ctx(SessionContext.register_table)
+    register_view = _on_ctx(SessionContext.register_view)
+    register_dataset = _on_ctx(SessionContext.register_dataset)
+    register_object_store = _on_ctx(SessionContext.register_object_store)
+    register_udf = _on_ctx(SessionContext.register_udf)
+    register_udaf = _on_ctx(SessionContext.register_udaf)
+    register_udwf = _on_ctx(SessionContext.register_udwf)
+    register_udtf = _on_ctx(SessionContext.register_udtf)
+    deregister_table = _on_ctx(SessionContext.deregister_table)
+    table_exist = _on_ctx(SessionContext.table_exist)
+    catalog = _on_ctx(SessionContext.catalog)
+    catalog_names = _on_ctx(SessionContext.catalog_names)
+    session_id = _on_ctx(SessionContext.session_id)
 
     # -- planning -------------------------------------------------------------------------------
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
