@@ -1,1 +1,17 @@
-"""The worker: its Flight service, task execution and the spool that holds task outputs."""
+"""The worker: its Flight service (`flight_worker`), the spool that holds task outputs (`spool`)
+and the queries it was told to cancel (`cancellation`). Task execution itself is shared with the
+coordinator's head stage, in `execution_plans.task`.
+
+The spool, one folder per worker, laid out by query:
+
+    <spool>/<query_id>/stage-<s>/task-<t>/part-<p>.arrow          outputs of a task
+    <spool>/<query_id>/inputs/stage-<s>-task-<t>-attempt-<a>/     inputs one attempt fetched
+    <spool>/.released/                                            queries being deleted
+
+Paths are built from validated integers and query ids only. An output is written to
+`part-<p>.arrow.tmp` and renamed when complete, so a reader never sees half a file. Lifetime:
+fetched inputs go when the task attempt that read them ends; outputs stay until the coordinator
+releases (or cancels) the query, which moves its folder into `.released/` at once and deletes it
+in the background; folders a dead coordinator left behind are swept once older than the TTL.
+With a quota, every byte is charged to its query before it is written.
+"""
