@@ -1,6 +1,6 @@
 """Every public name of the library says what it is: a docstring and type hints.
 
-Covers the modules under FOLDERS (minus NOT_YET); widen FOLDERS as more of the package is documented.
+Covers the modules under FOLDERS (the whole package) minus NOT_YET.
 """
 
 from __future__ import annotations
@@ -17,34 +17,19 @@ from types import ModuleType
 import pytest
 
 import datafusion_distributed
+from datafusion_distributed.coordinator.context import DistributedContext
+from datafusion_distributed.coordinator.dataframe import DistributedDataFrame
 
 PACKAGE = datafusion_distributed.__name__
 
 # Module prefixes checked: a module is covered when its name is a prefix or starts with one plus ".".
-FOLDERS = [
-    f"{PACKAGE}.codec",
-    f"{PACKAGE}.common",
-    f"{PACKAGE}.events",
-    f"{PACKAGE}.protocol",
-    f"{PACKAGE}.worker.spool",
-    f"{PACKAGE}.worker.cancellation",
-    f"{PACKAGE}.execution_plans.dictionaries",
-    f"{PACKAGE}.execution_plans.view_arrays",
-    f"{PACKAGE}.execution_plans.session",
-    f"{PACKAGE}.metrics",
-    f"{PACKAGE}.distributed_planner",
-    f"{PACKAGE}.test_utils",
-    f"{PACKAGE}.cli",
-    f"{PACKAGE}.__main__",
-]
+FOLDERS = [PACKAGE]
 
 # Modules inside FOLDERS that are not checked yet.
 NOT_YET = {
-    f"{PACKAGE}.metrics.explain",
-    f"{PACKAGE}.metrics.analyze",
-    f"{PACKAGE}.distributed_planner.config",
-    f"{PACKAGE}.test_utils.local_check",
-    f"{PACKAGE}.test_utils.forced",
+    # documented by another change
+    f"{PACKAGE}.execution_plans.stage",
+    f"{PACKAGE}.execution_plans.task",
 }
 
 
@@ -173,3 +158,22 @@ def test_public_module_has_a_docstring(module_name: str) -> None:
 def test_public_name_has_a_docstring_and_type_hints(name: str, value: object) -> None:
     problems = _problems(value)
     assert not problems, f"{name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("cls", [DistributedContext, DistributedDataFrame], ids=lambda cls: cls.__name__)
+def test_every_public_method_of_the_api_is_checked(cls: type) -> None:
+    """The walk sees every public method, including those made by assignment
+    (`read_parquet = _made_on_ctx(SessionContext.read_parquet)`), not only `def`s."""
+    checked = {name for name, _ in NAMES}
+    prefix = f"{cls.__module__}.{cls.__qualname__}."
+    public = {
+        name: value
+        for name, value in vars(cls).items()
+        if _is_public(name) and (callable(value) or isinstance(value, property | staticmethod | classmethod))
+    }
+    assert public, f"{cls.__name__}: no public methods found"
+    missed = sorted(name for name in public if prefix + name not in checked)
+    assert not missed, f"{cls.__name__}: not checked: {missed}"
+    if cls is DistributedContext:
+        assigned = [name for name, value in public.items() if hasattr(value, "__wrapped__")]
+        assert "read_parquet" in assigned and "register_parquet" in assigned

@@ -61,12 +61,15 @@ class EmbeddedCluster:
         self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root)
 
     def get_urls(self) -> list[str]:
+        """The workers' URLs: the cluster is a resolver."""
         return [w.url for w in self.workers]
 
     def spool_files(self) -> list[str]:
+        """Every file of the queries in the workers' spools (to see that queries clean up after them)."""
         return [f for w in self.workers for f in w.spool.files()]
 
     def close(self) -> None:
+        """Stop the workers and delete their spools; closing twice does nothing."""
         self._finalizer()
 
     def __enter__(self) -> EmbeddedCluster:
@@ -146,6 +149,7 @@ class LocalCluster:
             self.urls[index] = _read_url(process, timeout)
 
     def get_urls(self) -> list[str]:
+        """The workers' URLs: the cluster is a resolver (a restarted worker has a new one)."""
         return list(self.urls)
 
     def kill(self, index: int) -> None:
@@ -162,9 +166,12 @@ class LocalCluster:
         self._start(os.path.join(self.spool_root, f"worker-{index}"), start_timeout, index)
 
     def spool_files(self) -> list[str]:
+        """Every file of the queries in the workers' spools (to see that queries clean up after them)."""
         return query_files(self.spool_root)
 
     def close(self) -> None:
+        """Stop the workers (SIGTERM, then SIGKILL after 10 seconds) and delete the spools the
+        cluster made; closing twice does nothing."""
         with self._lock:
             for process in self.processes:
                 if process.poll() is None:

@@ -37,14 +37,17 @@ class CancelScope:
         self._deadline = None if timeout is None else time.monotonic() + timeout
 
     def cancel(self) -> None:
+        """Ask the query to stop: its thread raises QueryCancelled at its next `check`."""
         self._event.set()
 
     @property
     def cancelled(self) -> bool:
+        """Whether the query should stop: cancelled, or past its deadline."""
         return self._event.is_set() or self.timed_out
 
     @property
     def timed_out(self) -> bool:
+        """Whether the query has run past its deadline (`DistributedConfig.query_timeout`)."""
         return self._deadline is not None and time.monotonic() > self._deadline
 
     def check(self) -> None:

@@ -25,6 +25,8 @@ def read_file(path: str) -> Iterator[pa.RecordBatch]:
 
 
 def read_outputs(outputs: Iterable[TaskOutput]) -> Iterator[pa.RecordBatch]:
+    """The batches of every partition file of `outputs`, in order, with the plan's column names;
+    outputs that produced no rows are skipped."""
     for output in outputs:
         if output.schema is None:
             continue

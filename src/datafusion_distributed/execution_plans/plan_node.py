@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from datafusion.plan import ExecutionPlan
@@ -54,7 +55,7 @@ class PlanNode:
             children=tuple(cls.describe(child) for child in plan.children()),
         )
 
-    def walk(self):
+    def walk(self) -> Iterator[PlanNode]:
         """Every node of the subtree, depth first, parents before children."""
         yield self
         for child in self.children:

@@ -57,6 +57,7 @@ class TaskOutput:
 
     @property
     def rows(self) -> int:
+        """The number of rows the task wrote, over all its partitions."""
         return sum(p.rows for p in self.partitions)
 
 
@@ -175,6 +176,7 @@ def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInp
 
 
 def stream_partition(ctx: SessionContext, plan: ExecutionPlan, partition: int) -> Iterator[pa.RecordBatch]:
+    """The batches of one output partition of `plan`, run in `ctx`, as they are produced."""
     for batch in ctx.execute(plan, partition):
         yield batch.to_pyarrow()
 

@@ -22,6 +22,7 @@ class SplitEveryStage(DistributedHandler):
     """Ask for one task per worker at every stage (still capped by what a stage can split)."""
 
     def task_count(self, request: TaskCountRequest) -> TaskCount:
+        """As many tasks as there are workers."""
         return TaskCount(desired=request.workers)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
@@ -111,7 +112,7 @@ def exchange_nodes(root: PlanNode) -> list[str]:
 
 
 def assert_distributed_matches(
-    ctx: SessionContext, sql: str, config: PlannerConfig, timeout: float = 300, **compare
+    ctx: SessionContext, sql: str, config: PlannerConfig, timeout: float = 300, **compare: Any
 ) -> tuple[DistributedPlan, pa.Table]:
     """Plan `sql` distributed, run it locally and assert it equals the single-node answer.
 

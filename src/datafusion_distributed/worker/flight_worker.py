@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -129,7 +129,8 @@ class FlightWorker(flight.FlightServerBase):
         self._sweeper.start()
 
     # -- Flight entry points -------------------------------------------------------------
-    def list_actions(self, context):
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        """The actions `do_action` answers, each with a one-line description."""
         return [
             ("run_task", "Run one task and keep its outputs in the spool"),
             ("release", "Delete a query's spool data"),
@@ -138,7 +139,9 @@ class FlightWorker(flight.FlightServerBase):
             ("read_output", "The bytes of one task output file, in chunks"),
         ]
 
-    def do_action(self, context, action):
+    def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterable[flight.Result]:
+        """Answer one action of `list_actions`; a bad message or a failure becomes a
+        FlightServerError carrying its reason, never a bare Python traceback."""
         body = action.body.to_pybytes() if action.body is not None else b""
         try:
             if action.type == "run_task":
@@ -184,7 +187,8 @@ class FlightWorker(flight.FlightServerBase):
             while chunk := f.read(CHUNK_BYTES):
                 yield flight.Result(chunk)
 
-    def do_get(self, context, ticket):
+    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.GeneratorStream:
+        """Stream the batches of the task output file `ticket` names, from this worker's spool."""
         path = self._output_path(ticket.ticket)
         source = pa.memory_map(path)
         reader = pa.ipc.open_file(source)
@@ -192,7 +196,8 @@ class FlightWorker(flight.FlightServerBase):
         return flight.GeneratorStream(reader.schema, batches)
 
     # -- work ----------------------------------------------------------------------------
-    def health(self) -> dict:
+    def health(self) -> dict[str, str | int]:
+        """The worker's version, protocol version, URL and number of spool files (the `health` action)."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
