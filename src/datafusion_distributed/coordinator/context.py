@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from datafusion import DataFrame, SessionContext
 
 from ..distributed_planner.planner import plan_query, single_node_plan
-from ..events.handlers import HandlerChain
+from ..events.chain import HandlerChain
 from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem

@@ -19,7 +19,8 @@ from ..codec import ScannedFile
 from ..common.errors import is_datafusion_panic
 from ..common.fs import makedirs
 from ..common.version import __version__
-from ..events.handlers import HandlerChain, PlanRewriteRequest
+from ..events.chain import HandlerChain
+from ..events.handlers import PlanRewriteRequest
 from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
 from ..execution_plans.task import prepare_task_plan, resolve_inputs, write_task_outputs
 from ..metrics.recorder import TaskRecorder
