@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from datafusion import SessionContext
 from hypothesis import HealthCheck, settings
 
-from datafusion_distributed.test_utils.tpch import tpch_data
+from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data
 
 # Hypothesis profiles: "ci" (the default) keeps randomised tests bounded; run
 # `HYPOTHESIS_PROFILE=thorough make test-all` to search harder.
@@ -31,6 +32,24 @@ def tpch_sf001() -> Path:
 def tpch_sf01() -> Path:
     """TPC-H at scale factor 0.1 (about 100 MB), 4 Parquet files per table; cached across runs."""
     return tpch_data(0.1, parts=4)
+
+
+def _single_node(tpch: Path) -> SessionContext:
+    ctx = SessionContext()
+    register_tpch(ctx, tpch)
+    return ctx
+
+
+@pytest.fixture(scope="session")
+def single_node_sf001(tpch_sf001: Path) -> SessionContext:
+    """Single-node DataFusion over `tpch_sf001`: the answers distributed runs must match."""
+    return _single_node(tpch_sf001)
+
+
+@pytest.fixture(scope="session")
+def single_node_sf01(tpch_sf01: Path) -> SessionContext:
+    """Single-node DataFusion over `tpch_sf01`: the answers distributed runs must match."""
+    return _single_node(tpch_sf01)
 
 
 @pytest.fixture

@@ -19,12 +19,11 @@ The test takes DataFusion's names for that query; the values are still compared.
 
 from __future__ import annotations
 
-import datafusion
 import duckdb
 import pytest
 
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, TPCH_TABLES, register_tpch, tpch_query
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, TPCH_TABLES, tpch_query
 
 # Queries with an unaliased expression column, which each engine names its own way.
 ENGINE_NAMED_COLUMNS = {18: "sum(l_quantity)"}
@@ -33,19 +32,22 @@ ENGINE_NAMED_COLUMNS = {18: "sum(l_quantity)"}
 @pytest.fixture(
     scope="module",
     params=[
-        pytest.param("tpch_sf001", id="sf0.01"),
-        pytest.param("tpch_sf01", id="sf0.1", marks=pytest.mark.slow),
+        pytest.param("sf001", id="sf0.01"),
+        pytest.param("sf01", id="sf0.1", marks=pytest.mark.slow),
     ],
 )
-def tpch_path(request):
-    return request.getfixturevalue(request.param)
+def scale(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def datafusion_ctx(tpch_path):
-    ctx = datafusion.SessionContext()
-    register_tpch(ctx, tpch_path)
-    return ctx
+def tpch_path(request, scale):
+    return request.getfixturevalue(f"tpch_{scale}")
+
+
+@pytest.fixture(scope="module")
+def datafusion_ctx(request, scale):
+    return request.getfixturevalue(f"single_node_{scale}")
 
 
 @pytest.fixture(scope="module")

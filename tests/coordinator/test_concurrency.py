@@ -15,10 +15,8 @@ QUERIES = [1, 3, 5, 6, 10, 12, 13, 18]  # 8 queries: aggregates, joins, sorts, a
 
 
 @pytest.fixture(scope="module")
-def expected(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    return {n: ctx.sql(tpch_query(n)).to_arrow_table() for n in QUERIES}
+def expected(single_node_sf001):
+    return {n: single_node_sf001.sql(tpch_query(n)).to_arrow_table() for n in QUERIES}
 
 
 def test_eight_queries_from_four_threads_share_one_cluster(tpch_sf001, expected):

@@ -9,7 +9,7 @@ from datafusion_distributed.coordinator.errors import QueryFailed
 from datafusion_distributed.coordinator.lifecycle import QueryCollector
 from datafusion_distributed.coordinator.retry import RetryPolicy
 from datafusion_distributed.events import EventKind
-from datafusion_distributed.events.handlers import HandlerChain
+from datafusion_distributed.events.chain import HandlerChain
 from datafusion_distributed.protocol.flight import WorkerError, WorkerUnreachable
 
 GONE = "grpc://127.0.0.1:1"

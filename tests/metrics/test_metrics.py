@@ -31,13 +31,6 @@ CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=64 * 1024)
 
 
 @pytest.fixture(scope="module")
-def single(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    return ctx
-
-
-@pytest.fixture(scope="module")
 def dctx(tpch_sf001):
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf001)
@@ -49,12 +42,13 @@ def _scan_stage(plan):
     return next(s for s in plan.stages if not s.inputs and s.task_count > 1)
 
 
-def test_scan_stage_rows_match_filtered_rows(dctx, single):
+def test_scan_stage_rows_match_filtered_rows(dctx, single_node_sf001):
     sql = "SELECT l_returnflag, count(*) AS n FROM lineitem WHERE l_quantity < 10 GROUP BY 1"
     df = dctx.sql(sql)
     df.to_arrow_table()
     plan, metrics = df.distributed_plan(), df.metrics
     assert metrics is not None and metrics.finished
+    single = single_node_sf001
     expected = single.sql("SELECT count(*) AS n FROM lineitem WHERE l_quantity < 10").to_pylist()[0]["n"]
     total = single.sql("SELECT count(*) AS n FROM lineitem").to_pylist()[0]["n"]
     scan = metrics.stage(_scan_stage(plan).id)

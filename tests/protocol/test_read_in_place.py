@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster
@@ -43,25 +42,18 @@ def _inputs(df):
     return [metrics.stage(s.id).input_totals(i) for s in plan.stages for i in range(len(s.inputs))]
 
 
-@pytest.fixture(scope="module")
-def single(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    return ctx
-
-
-def test_a_cluster_on_one_host_reads_outputs_in_place_uncompressed(tpch_sf001, single):
+def test_a_cluster_on_one_host_reads_outputs_in_place_uncompressed(tpch_sf001, single_node_sf001):
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf001)
     with DistributedContext(ctx, config=CONFIG) as dctx:
         assert dctx.exchange_compression() is None  # nothing to save by compressing
         df = dctx.sql(SQL)
-        assert_tables_equal(df.to_arrow_table(), single.sql(SQL).to_arrow_table())
+        assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table())
         inputs = _inputs(df)
         assert inputs and all(read.bytes > 0 and read.fetched_bytes == 0 for read in inputs)
 
 
-def test_workers_without_a_shared_folder_fetch_compressed_outputs(tpch_sf001, single):
+def test_workers_without_a_shared_folder_fetch_compressed_outputs(tpch_sf001, single_node_sf001):
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf001)
     with EmbeddedCluster(2, shared_spool_root=None) as cluster:
@@ -70,5 +62,5 @@ def test_workers_without_a_shared_folder_fetch_compressed_outputs(tpch_sf001, si
         dctx = DistributedContext(ctx, workers=cluster.get_urls(), config=config)
         assert dctx.exchange_compression() == "lz4"
         df = dctx.sql(SQL)
-        assert_tables_equal(df.to_arrow_table(), single.sql(SQL).to_arrow_table())
+        assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table())
         assert any(read.fetched_bytes > 0 for read in _inputs(df))

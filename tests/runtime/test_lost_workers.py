@@ -23,13 +23,6 @@ def cluster():
         assert c.spool_files() == [] or True  # a killed worker's spool is swept by its TTL
 
 
-@pytest.fixture(scope="module")
-def single_node(tpch_sf01):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf01)
-    return ctx
-
-
 def run_with_a_kill(cluster, tpch_path, n: int, seed: int):
     """Run query n while a seeded random worker dies after a seeded random delay."""
     rng = random.Random(seed)
@@ -54,11 +47,11 @@ def _check(cluster, tpch_sf01, single_node, n):
 
 
 @pytest.mark.parametrize("n", CI_QUERIES)
-def test_tpch_survives_a_killed_worker(cluster, tpch_sf01, single_node, n):
-    _check(cluster, tpch_sf01, single_node, n)
+def test_tpch_survives_a_killed_worker(cluster, tpch_sf01, single_node_sf01, n):
+    _check(cluster, tpch_sf01, single_node_sf01, n)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [q for q in TPCH_QUERY_NUMBERS if q not in CI_QUERIES])
-def test_tpch_survives_a_killed_worker_all(cluster, tpch_sf01, single_node, n):
-    _check(cluster, tpch_sf01, single_node, n)
+def test_tpch_survives_a_killed_worker_all(cluster, tpch_sf01, single_node_sf01, n):
+    _check(cluster, tpch_sf01, single_node_sf01, n)

@@ -14,13 +14,6 @@ CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024
 
 
 @pytest.fixture(scope="module")
-def single_node(tpch_sf01):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf01)
-    return ctx
-
-
-@pytest.fixture(scope="module")
 def embedded(tpch_sf01):
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf01)
@@ -41,13 +34,15 @@ def three_processes(tpch_sf01):
 
 
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
-def test_tpch_embedded(embedded, single_node, n):
+def test_tpch_embedded(embedded, single_node_sf01, n):
     sql = tpch_query(n)
-    assert_tables_equal(embedded.sql(sql).to_arrow_table(), single_node.sql(sql).to_arrow_table(), sql=sql)
+    assert_tables_equal(
+        embedded.sql(sql).to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql
+    )
 
 
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
-def test_tpch_local_cluster(three_processes, single_node, n):
+def test_tpch_local_cluster(three_processes, single_node_sf01, n):
     sql = tpch_query(n)
     df = three_processes.sql(sql)
-    assert_tables_equal(df.to_arrow_table(), single_node.sql(sql).to_arrow_table(), sql=sql)
+    assert_tables_equal(df.to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from datafusion import DataFrame, SessionContext
 
 from ..distributed_planner.planner import plan_query, single_node_plan
-from ..events.handlers import HandlerChain
+from ..events.chain import HandlerChain
 from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import read_pem
-from ..protocol.flight import ClientPool
+from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
@@ -140,11 +140,13 @@ class DistributedContext:
         else:
             raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
         self.clients = ClientPool(
-            self.config.connect_timeout,
-            self.config.task_timeout,
-            # a cluster the library started knows its own token; otherwise the configured one
-            auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
-            tls_root_certs=read_pem(self.config.tls_root_certs),
+            ClientSettings(
+                self.config.connect_timeout,
+                self.config.task_timeout,
+                # a cluster the library started knows its own token; otherwise the configured one
+                auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
+                tls_root_certs=read_pem(self.config.tls_root_certs),
+            )
         )
         self._planning: tuple[tuple[str, int], SessionContext] | None = None
         self._planning_lock = threading.Lock()

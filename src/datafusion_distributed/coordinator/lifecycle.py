@@ -13,7 +13,8 @@ import logging
 import time
 from typing import Any
 
-from ..events.handlers import Event, EventKind, HandlerChain
+from ..events.chain import HandlerChain
+from ..events.handlers import Event, EventKind
 from ..metrics.query_metrics import COORDINATOR, QueryMetrics, StageMetrics, TaskReport
 from ..metrics.task_metrics import TaskMetrics
 

@@ -22,7 +22,8 @@ from datafusion import SessionContext
 
 from ..common.threads import kept_threads, map_concurrently
 from ..distributed_planner.planner import single_task
-from ..events.handlers import HandlerChain, RoutingRequest
+from ..events.chain import HandlerChain
+from ..events.handlers import RoutingRequest
 from ..execution_plans.session import task_session
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool

@@ -22,7 +22,8 @@ from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kin
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.wire import encode_len_field
-from ..events.handlers import HandlerChain, TaskCountRequest
+from ..events.chain import HandlerChain
+from ..events.handlers import TaskCountRequest
 from ..execution_plans.plan_node import PlanNode, whole_children
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
 from .boundaries import (

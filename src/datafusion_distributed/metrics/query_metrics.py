@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.totals import total_of
 from .task_metrics import InputMetrics, NodeMetrics, TaskMetrics
 
 COORDINATOR = "coordinator"  # the `worker` of the head stage, which runs in the coordinator
@@ -86,28 +87,18 @@ class StageMetrics:
     seconds: float = 0.0  # from its first task's dispatch to its last task's answer
 
     @property
-    def rows(self) -> int:
-        """Rows the stage's tasks wrote."""
-        return sum(t.rows for t in self.tasks)
+    def _inputs(self) -> list[InputMetrics]:
+        """What each task read of each of its inputs, task by task."""
+        return [i for t in self.tasks for i in t.inputs]
 
-    @property
-    def bytes(self) -> int:
-        """Bytes the stage's tasks wrote."""
-        return sum(t.bytes for t in self.tasks)
-
-    @property
-    def fetched_bytes(self) -> int:
-        """Bytes the stage's tasks fetched over the network."""
-        return sum(i.fetched_bytes for t in self.tasks for i in t.inputs)
-
-    @property
-    def read_bytes(self) -> int:
-        """Bytes of input files read, over the network or in place."""
-        return sum(i.bytes for t in self.tasks for i in t.inputs)
+    rows = total_of("tasks", "rows", "Rows the stage's tasks wrote.")
+    bytes = total_of("tasks", "bytes", "Bytes the stage's tasks wrote.")
+    fetched_bytes = total_of("_inputs", "fetched_bytes", "Bytes the stage's tasks fetched over the network.")
+    read_bytes = total_of("_inputs", "bytes", "Bytes of input files read, over the network or in place.")
 
     def input_totals(self, index: int) -> InputMetrics:
         """Input `index` summed over the stage's tasks (fetch wall time: the longest)."""
-        mine = [i for t in self.tasks for i in t.inputs if i.index == index]
+        mine = [i for i in self._inputs if i.index == index]
         return InputMetrics(
             index,
             sum(i.fetched_bytes for i in mine),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -82,22 +83,30 @@ def _server_message(exc: flight.FlightError) -> str:
     return text.split(". Detail:")[0].split("\ngRPC client debug context")[0]
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """How a coordinator or worker calls workers: its deadlines, token and trusted CAs.
+
+    Attributes:
+        timeout: seconds a short call (release, cancel, health) may take.
+        task_timeout: seconds a task may run, and a whole output stream or file copy may take.
+        auth_token: the cluster's token, sent with every call (None: no token).
+        tls_root_certs: PEM of the CAs to trust for `grpc+tls://` workers (None: the system's).
+    """
+
+    timeout: float = 30.0
+    task_timeout: float = 600.0
+    auth_token: str | None = field(default=None, repr=False)
+    tls_root_certs: bytes | None = None
+
+
 class WorkerClient:
     """Calls to one worker; thread-safe, one Flight connection per client."""
 
-    def __init__(
-        self,
-        url: str,
-        timeout: float = 30.0,
-        task_timeout: float = 600.0,
-        *,
-        auth_token: str | None = None,
-        tls_root_certs: bytes | None = None,
-    ):
+    def __init__(self, url: str, settings: ClientSettings | None = None):
         self.url = url
-        self.timeout = timeout
-        self.task_timeout = task_timeout
-        self._connect_options = connect_options(auth_token, tls_root_certs)
+        self.settings = settings or ClientSettings()
+        self._connect_options = connect_options(self.settings.auth_token, self.settings.tls_root_certs)
         self._client: flight.FlightClient | None = None
         self._lock = threading.Lock()
 
@@ -137,37 +146,39 @@ class WorkerClient:
 
     def run_task(self, message: RunTask) -> TaskResult:
         """Run one task on the worker and wait for it (up to the task timeout); its outputs stay in the worker's spool."""
-        return decode_task_result(self._action("run_task", encode(message), self.task_timeout))
+        return decode_task_result(self._action("run_task", encode(message), self.settings.task_timeout))
+
+    def _query_action(self, name: str, query_id: str) -> None:
+        body = json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode()
+        self._action(name, body, self.settings.timeout)
 
     def release(self, query_id: str) -> None:
         """Tell the worker that a query is done, so it deletes the query's spool data."""
-        self._action(
-            "release", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
-        )
+        self._query_action("release", query_id)
 
     def cancel(self, query_id: str) -> None:
         """Stop a query's running tasks at their next batch and delete its spool data."""
-        self._action(
-            "cancel", json.dumps({"version": PROTOCOL_VERSION, "query_id": query_id}).encode(), self.timeout
-        )
+        self._query_action("cancel", query_id)
 
     def health(self) -> dict:
         """The worker's protocol version and spool state."""
-        return json.loads(self._action("health", b"", self.timeout))
+        return json.loads(self._action("health", b"", self.settings.timeout))
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         """The batches of one task output partition.
 
         The deadline covers the whole stream, so it is the task timeout: a slow reader is not
         a dead worker."""
-        reader = self._call(lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.task_timeout)
+        reader = self._call(
+            lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.settings.task_timeout
+        )
         while True:
             try:
                 chunk = reader.read_chunk()
             except StopIteration:
                 return
             except flight.FlightError as exc:
-                raise self._translate(exc, self.task_timeout) from exc
+                raise self._translate(exc, self.settings.task_timeout) from exc
             yield chunk.data
 
     def fetch_to_file(self, ticket: Ticket, path: str, expected_size: int) -> int:
@@ -180,7 +191,7 @@ class WorkerClient:
                     written += out.write(result.body)
             return written
 
-        size = self._call(call, self.task_timeout)
+        size = self._call(call, self.settings.task_timeout)
         if size != expected_size:
             raise WorkerError(self.url, f"output {ticket} arrived with {size} of {expected_size} bytes")
         return size
@@ -196,17 +207,8 @@ class WorkerClient:
 class ClientPool:
     """One WorkerClient per URL, shared by every query of a coordinator or worker."""
 
-    def __init__(
-        self,
-        timeout: float = 30.0,
-        task_timeout: float = 600.0,
-        *,
-        auth_token: str | None = None,
-        tls_root_certs: bytes | None = None,
-    ):
-        self.timeout = timeout
-        self.task_timeout = task_timeout
-        self._auth = {"auth_token": auth_token, "tls_root_certs": tls_root_certs}
+    def __init__(self, settings: ClientSettings | None = None):
+        self.settings = settings or ClientSettings()
         self._clients: dict[str, WorkerClient] = {}
         self._lock = threading.Lock()
 
@@ -214,7 +216,7 @@ class ClientPool:
         """The client of worker `url`, made on first use."""
         with self._lock:
             if url not in self._clients:
-                self._clients[url] = WorkerClient(url, self.timeout, self.task_timeout, **self._auth)
+                self._clients[url] = WorkerClient(url, self.settings)
             return self._clients[url]
 
     def close(self) -> None:

@@ -193,33 +193,27 @@ def order_by_keys(sql: str) -> list[str | int] | None:
 # --------------------------------------------------------------------------------------
 
 
+# Families of Arrow types, tried in order, each with the `pyarrow.types.is_*` tests of its
+# members; a type in none of them is its own family.
+_KINDS = {
+    "null": ("null",),
+    "bool": ("boolean",),
+    "number": ("integer", "decimal", "floating"),
+    "string": ("string", "large_string", "string_view"),
+    "binary": ("binary", "large_binary", "binary_view", "fixed_size_binary"),
+    "date": ("date",),
+    "timestamp": ("timestamp",),
+    "list": ("list", "large_list", "fixed_size_list", "list_view", "large_list_view"),
+}
+
+
 def _kind(t: pa.DataType) -> str:
     """A coarse family of an Arrow type; columns compare only within a family."""
     if pa.types.is_dictionary(t):
         return _kind(t.value_type)
-    if pa.types.is_null(t):
-        return "null"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_floating(t):
-        return "number"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return "list"
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-        return "list"
+    for kind, members in _KINDS.items():
+        if any(getattr(pa.types, f"is_{member}")(t) for member in members):
+            return kind
     return str(t)
 
 

@@ -151,25 +151,30 @@ def _execute(ctx: SessionContext, plan: ExecutionPlan, schema: pa.Schema) -> pa.
     return pa.Table.from_batches([b if b.schema == first else b.cast(first) for b in batches], first)
 
 
-class PlainEngine:
-    """Single-node DataFusion, the reference."""
+class _SingleNodeEngine:
+    """An engine over its own single-node SessionContext, with nothing to resync or release."""
 
-    name = "datafusion"
+    name: str
 
     def __init__(self) -> None:
         self.ctx = SessionContext(session_config())
 
-    def run(self, sql: str, timeout: float) -> Outcome:
-        """Run one statement, in at most `timeout` seconds; every error becomes the outcome."""
-        return guarded(lambda: _collect(_planned(self.ctx, sql)), timeout)
-
     def resync(self, sql: str, timeout: float) -> None:
-        """Nothing to do: this engine is the reference, which ran the statement already."""
-        pass
+        """Nothing to do: a reference engine ran the statement already, and the roundtrip
+        engine runs the original plan itself when its decoded plan cannot be made."""
 
     def close(self) -> None:
         """Nothing to release."""
-        pass
+
+
+class PlainEngine(_SingleNodeEngine):
+    """Single-node DataFusion, the reference."""
+
+    name = "datafusion"
+
+    def run(self, sql: str, timeout: float) -> Outcome:
+        """Run one statement, in at most `timeout` seconds; every error becomes the outcome."""
+        return guarded(lambda: _collect(_planned(self.ctx, sql)), timeout)
 
 
 class DistributedEngine:
@@ -205,14 +210,11 @@ class DistributedEngine:
         self.dctx.close()
 
 
-class PlanEngine:
+class PlanEngine(_SingleNodeEngine):
     """Single-node DataFusion running the physical plan of each statement partition by
     partition: the reference the roundtrip engine is compared with."""
 
     name = "plan"
-
-    def __init__(self) -> None:
-        self.ctx = SessionContext(session_config())
 
     def run(self, sql: str, timeout: float) -> Outcome:
         """Run one statement's physical plan, every partition at once, in at most `timeout` seconds."""
@@ -223,16 +225,8 @@ class PlanEngine:
 
         return guarded(run, timeout)
 
-    def resync(self, sql: str, timeout: float) -> None:
-        """Nothing to do: this engine is the reference, which ran the statement already."""
-        pass
 
-    def close(self) -> None:
-        """Nothing to release."""
-        pass
-
-
-class RoundtripEngine:
+class RoundtripEngine(_SingleNodeEngine):
     """Single-node DataFusion running the physical plan decoded from its own bytes.
 
     When the plan cannot be encoded or decoded, the original plan runs instead (so a table
@@ -240,9 +234,6 @@ class RoundtripEngine:
     "serialise" or "deserialise"."""
 
     name = "roundtrip"
-
-    def __init__(self) -> None:
-        self.ctx = SessionContext(session_config())
 
     def run(self, sql: str, timeout: float) -> Outcome:
         """Run one statement's plan decoded from its own bytes; the outcome also says why
@@ -276,11 +267,3 @@ class RoundtripEngine:
             _execute(self.ctx, plan, schema)
         except Exception:  # the reference engine reports this statement's own errors
             pass
-
-    def resync(self, sql: str, timeout: float) -> None:
-        """Nothing to do: when its plan cannot travel, `run` already ran the original plan."""
-        pass
-
-    def close(self) -> None:
-        """Nothing to release."""
-        pass

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clusters import LocalCluster
+from ..common.totals import total_of
 from ..coordinator.config import DistributedConfig
 from ..protocol.resolver import WorkerResolver
 from .forced import forced_distribution
@@ -156,15 +157,12 @@ class FileResult:
         counts["both_error_messages_differ"] = sum(r.same_first_line is False for r in self.records)
         return counts
 
-    @property
-    def reference_seconds(self) -> float:
-        """Time the reference engine spent on the file's records."""
-        return sum(r.reference_seconds for r in self.records)
-
-    @property
-    def candidate_seconds(self) -> float:
-        """Time the candidate engine spent on the file's records."""
-        return sum(r.candidate_seconds for r in self.records)
+    reference_seconds = total_of(
+        "records", "reference_seconds", "Time the reference engine spent on the file's records."
+    )
+    candidate_seconds = total_of(
+        "records", "candidate_seconds", "Time the candidate engine spent on the file's records."
+    )
 
     @property
     def failures(self) -> list[RecordResult]:

@@ -19,13 +19,14 @@ from ..codec import ScannedFile
 from ..common.errors import is_datafusion_panic
 from ..common.fs import makedirs
 from ..common.version import __version__
-from ..events.handlers import HandlerChain, PlanRewriteRequest
+from ..events.chain import HandlerChain
+from ..events.handlers import PlanRewriteRequest
 from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
 from ..execution_plans.task import prepare_task_plan, resolve_inputs, write_task_outputs
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
 from ..protocol.fetch import fetch_input
-from ..protocol.flight import ClientPool, lost_worker, lost_worker_info
+from ..protocol.flight import ClientPool, ClientSettings, lost_worker, lost_worker_info
 from ..protocol.messages import (
     PROTOCOL_VERSION,
     FileLocation,
@@ -119,10 +120,12 @@ class FlightWorker(flight.FlightServerBase):
         self._session_lock = threading.Lock()
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
-            timeout=fetch_timeout,
-            task_timeout=fetch_timeout,
-            auth_token=auth_token,
-            tls_root_certs=read_pem(tls_root_certs) or cert,
+            ClientSettings(
+                timeout=fetch_timeout,
+                task_timeout=fetch_timeout,
+                auth_token=auth_token,
+                tls_root_certs=read_pem(tls_root_certs) or cert,
+            )
         )
         self._stopped = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
