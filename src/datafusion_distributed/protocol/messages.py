@@ -83,6 +83,16 @@ class FileLocation:
 
 
 @dataclass(frozen=True)
+class TaskKey:
+    """One attempt at one task of a query: what a worker keeps the inputs it fetched under."""
+
+    query_id: str
+    stage: int
+    task: int
+    attempt: int
+
+
+@dataclass(frozen=True)
 class TaskInput:
     """One input of a task: the marker to replace in its plan and the producer files to read there.
 
@@ -109,6 +119,11 @@ class RunTask:
     inputs: tuple[TaskInput, ...]
     worker: str  # the URL the coordinator reaches this worker by (inputs there are local)
     compression: str | None = "lz4"
+
+    @property
+    def key(self) -> TaskKey:
+        """The task attempt this message runs."""
+        return TaskKey(self.query_id, self.stage, self.task, self.attempt)
 
 
 @dataclass(frozen=True)
