@@ -15,6 +15,7 @@ from typing import Any
 
 from ..common.checks import Checks
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+from ..execution_plans.stage import BoundaryKind, InputBoundary
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
 
 PROTOCOL_VERSION = 1
@@ -22,7 +23,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_PLAN_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_KINDS = {"shuffle", "coalesce", "merge"}
+_KINDS = {kind.value for kind in BoundaryKind}
 _OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
 
 
@@ -97,7 +98,8 @@ class TaskInput:
     """One input of a task: the marker to replace in its plan and the producer files to read there.
 
     `groups` holds the files of each partition the task reads; None when the producers wrote no
-    rows, and then the original `boundary` subtree runs in the marker's place."""
+    rows, and then the original `boundary` subtree runs in the marker's place. The fields of
+    its `InputBoundary` are written out one by one, as they travel on the wire."""
 
     marker: bytes
     kind: str
@@ -105,6 +107,18 @@ class TaskInput:
     boundary: bytes
     boundary_child: bytes
     groups: tuple[tuple[FileLocation, ...], ...] | None
+
+    @classmethod
+    def of(
+        cls, where: InputBoundary, schema: bytes | None, groups: tuple[tuple[FileLocation, ...], ...] | None
+    ) -> TaskInput:
+        """The input read at `where`, from the producer files `groups` written with `schema`."""
+        return cls(where.marker, where.kind.value, schema, where.boundary, where.boundary_child, groups)
+
+    @property
+    def where(self) -> InputBoundary:
+        """Where the input is read in the task's plan."""
+        return InputBoundary(self.marker, BoundaryKind(self.kind), self.boundary, self.boundary_child)
 
 
 @dataclass(frozen=True)
