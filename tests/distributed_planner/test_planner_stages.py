@@ -78,9 +78,9 @@ def test_plan_shape_invariants(tables):
         assert [t.index for t in stage.tasks] == list(range(stage.task_count))
         for stage_input in stage.inputs:
             assert stage_input.producer < stage.id, "producers come first"
-            assert plan.stage(stage_input.producer).output is stage_input.kind
-            assert stage_input.marker == input_marker(stage_input.producer)
-            assert stage_input.marker in stage.plan
+            assert plan.stage(stage_input.producer).output is stage_input.where.kind
+            assert stage_input.where.marker == input_marker(stage_input.producer)
+            assert stage_input.where.marker in stage.plan
             consumed.add(stage_input.producer)
         if stage is not plan.final:
             assert stage.output is not None
@@ -245,7 +245,7 @@ def test_cardinality_factor_shrinks_stages_above_shuffles(tables):
         )
         plans[factor] = plan_distributed(context(tables, config), GROUP_BY, config)
     after_shuffle = {
-        f: [s for s in p.stages if any(i.kind is BoundaryKind.SHUFFLE for i in s.inputs)]
+        f: [s for s in p.stages if any(i.where.kind is BoundaryKind.SHUFFLE for i in s.inputs)]
         for f, p in plans.items()
     }
     assert after_shuffle[1.0][0].task_count == 3
@@ -258,6 +258,8 @@ def test_small_broadcasts_are_computed_by_each_consumer_task(tables):
             workers=3, partitions_per_task=2, bytes_per_partition=KiB, broadcast_inline_bytes=inline_bytes
         )
         plan = plan_distributed(context(tables, config), JOIN, config)
-        return sum(1 for s in plan.stages for i in s.inputs if i.kind.value == "coalesce" and not i.split)
+        return sum(
+            1 for s in plan.stages for i in s.inputs if i.where.kind.value == "coalesce" and not i.split
+        )
 
     assert broadcasts(0) > broadcasts(64 * 1024 * KiB)

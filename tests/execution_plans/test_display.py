@@ -72,7 +72,7 @@ def test_stages_are_boxed_final_first_with_inputs_and_tasks(tables):
         assert f"│ tasks: {stage.reason}" in block
         inputs = re.findall(r"\[input stage (\d+): (\w+), (split|whole), \d+ partitions?\]", block)
         assert [(int(p), k, s == "split") for p, k, s in inputs] == [
-            (i.producer, i.kind.value, i.split) for i in stage.inputs
+            (i.producer, i.where.kind.value, i.split) for i in stage.inputs
         ]
         if stage.task_count > 1 and stage.tasks[0].scans:
             for k in range(stage.task_count):
@@ -126,7 +126,7 @@ def test_identical_cut_subtrees_each_show_their_own_input(tables):
     sql = "SELECT count(*) FROM big a JOIN big b ON a.k = b.k AND a.g = b.g"
     plan = plan_distributed(ctx, sql, config)
     join_stage = next(s for s in plan.stages if len(s.inputs) == 2)
-    assert join_stage.inputs[0].boundary == join_stage.inputs[1].boundary
+    assert join_stage.inputs[0].where.boundary == join_stage.inputs[1].where.boundary
     block = display_stage(join_stage)
     producers = [int(p) for p in re.findall(r"\[input stage (\d+):", block)]
     assert producers == [i.producer for i in join_stage.inputs]

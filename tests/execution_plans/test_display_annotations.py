@@ -10,6 +10,7 @@ from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.execution_plans.stage import (
     BoundaryKind,
     DistributedPlan,
+    InputBoundary,
     Stage,
     StageInput,
     TaskPlan,
@@ -25,8 +26,10 @@ MERGE = node("SortPreservingMergeExec: [k@0 ASC]", node("SortExec: expr=[k@0 ASC
 SHUFFLE = node("RepartitionExec: partitioning=Hash([k@0], 2)", node("ProjectionExec: expr=[k@0 as k]", SCAN))
 JOIN = node("HashJoinExec: mode=Partitioned, join_type=Inner", MERGE, SHUFFLE)
 ROOT = node("ProjectionExec: expr=[k@0 as k]", node("FilterExec: k@0 > 1", JOIN))
-MERGE_INPUT = StageInput(b"m", 1, BoundaryKind.MERGE, 2, False, MERGE.raw, MERGE.children[0].raw)
-SHUFFLE_INPUT = StageInput(b"s", 2, BoundaryKind.SHUFFLE, 2, True, SHUFFLE.raw, b"")
+MERGE_INPUT = StageInput(
+    InputBoundary(b"m", BoundaryKind.MERGE, MERGE.raw, MERGE.children[0].raw), 1, 2, False
+)
+SHUFFLE_INPUT = StageInput(InputBoundary(b"s", BoundaryKind.SHUFFLE, SHUFFLE.raw, b""), 2, 2, True)
 STAGE = Stage(3, ROOT, b"", (MERGE_INPUT, SHUFFLE_INPUT), (TaskPlan(0, b"", (), ()),), None)
 
 

@@ -36,9 +36,9 @@ def input_groups(
         return tuple(found)
 
     all_tasks = range(len(producer_outputs))
-    if stage_input.kind is BoundaryKind.SHUFFLE:
+    if stage_input.where.kind is BoundaryKind.SHUFFLE:
         return tuple(files(q, all_tasks) for q in partitions)
-    if stage_input.kind is BoundaryKind.COALESCE:
+    if stage_input.where.kind is BoundaryKind.COALESCE:
         return (files(0, all_tasks),)
     return tuple(files(0, [t]) for t in all_tasks)  # MERGE: one sorted stream per producer task
 

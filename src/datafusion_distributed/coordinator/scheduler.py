@@ -99,12 +99,9 @@ class QueryRun:
         for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
             produced = self.results[inp.producer]
             inputs.append(
-                TaskInput(
-                    marker=inp.marker,
-                    kind=inp.kind.value,
+                TaskInput.of(
+                    inp.where,
                     schema=exchange_schema(produced),
-                    boundary=inp.boundary,
-                    boundary_child=inp.boundary_child,
                     groups=input_groups(inp, parts, produced, self._location(inp.producer)),
                 )
             )

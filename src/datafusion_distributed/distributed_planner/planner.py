@@ -25,7 +25,7 @@ from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
 from ..events.handlers import TaskCountRequest
 from ..execution_plans.plan_node import PlanNode, whole_children
-from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput, TaskPlan
+from ..execution_plans.stage import BoundaryKind, DistributedPlan, InputBoundary, Stage, StageInput, TaskPlan
 from .boundaries import (
     boundary_kind,
     ordering_from_below,
@@ -269,13 +269,15 @@ def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
         per_input_parts.append(_chunks(len(whole_parts), fragment.tasks) if split else None)
         inputs.append(
             StageInput(
-                marker=markers[id(edge.node)],
+                where=InputBoundary(
+                    marker=markers[id(edge.node)],
+                    kind=producer.kind,
+                    boundary=edge.node.raw,
+                    boundary_child=edge.node.children[0].raw,
+                ),
                 producer=producer.stage_id,
-                kind=producer.kind,
                 partitions=len(whole_parts),
                 split=split,
-                boundary=edge.node.raw,
-                boundary_child=edge.node.children[0].raw,
             )
         )
     # Each scan's files, kind and share per task, decoded once for all the stage's tasks.

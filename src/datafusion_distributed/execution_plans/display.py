@@ -106,7 +106,7 @@ def _input_label(stage_input: StageInput) -> str:
     share = "split" if stage_input.split else "whole"
     plural = "s" if stage_input.partitions != 1 else ""
     return (
-        f"[input stage {stage_input.producer}: {stage_input.kind.value}, {share}, "
+        f"[input stage {stage_input.producer}: {stage_input.where.kind.value}, {share}, "
         f"{stage_input.partitions} partition{plural}]"
     )
 
@@ -167,9 +167,10 @@ class _StageRenderer:
 
     def _node(self, node: PlanNode, path: NodePath, depth: int, whole: bool) -> None:
         annotate, stage = self.annotations, self.stage
-        if self.pending_inputs and self.pending_inputs[0].boundary == node.raw:
+        if self.pending_inputs and self.pending_inputs[0].where.boundary == node.raw:
             stage_input = self.pending_inputs.pop(0)
-            if stage_input.kind is not BoundaryKind.SHUFFLE:  # it runs in this stage too, over the input
+            # a coalesce or merge boundary runs in this stage too, over the input
+            if stage_input.where.kind is not BoundaryKind.SHUFFLE:
                 self._emit(depth, node_label(node), annotate.node(stage, path, node, stage_input))
                 depth += 1
             self._emit(depth, _input_label(stage_input), annotate.input(stage, path, stage_input))

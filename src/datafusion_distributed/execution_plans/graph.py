@@ -48,7 +48,7 @@ def _edges(plan: DistributedPlan, annotations: GraphAnnotations) -> Iterator[tup
     """(producer stage, consumer stage, label) for every input of every stage."""
     for stage in plan.stages:
         for index, inp in enumerate(stage.inputs):
-            label = f"{inp.kind.value}, {inp.partitions} partition{'s' if inp.partitions != 1 else ''}"
+            label = f"{inp.where.kind.value}, {inp.partitions} partition{'s' if inp.partitions != 1 else ''}"
             note = annotations.edge_note(stage, index)
             yield inp.producer, stage.id, f"{label}, {note}" if note else label
 

@@ -26,21 +26,28 @@ class BoundaryKind(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class StageInput:
-    """A boundary inside a stage's plan: where a producer stage's output is read.
+class InputBoundary:
+    """Where an input is read in a stage's plan, and how it is spliced in there.
 
-    `marker` stands in the stage's plan bytes where the boundary was. A worker replaces it with
+    `marker` stands in the stage's plan bytes where the boundary was. A task replaces it with
     a scan of the producer's Arrow IPC outputs (for a coalesce or merge, the original boundary
     node over that scan, so its fetch and sort order still apply).
     """
 
     marker: bytes
-    producer: int
     kind: BoundaryKind
-    partitions: int  # partitions the consumer sees when it reads the input whole
-    split: bool  # whether this stage's tasks each read a share of the partitions
     boundary: bytes  # the original boundary subtree (runs in place of an empty exchange)
     boundary_child: bytes  # for coalesce and merge: the child the input scan replaces
+
+
+@dataclass(frozen=True)
+class StageInput:
+    """An input of a stage: the output of stage `producer`, read at `where` in the stage's plan."""
+
+    where: InputBoundary
+    producer: int
+    partitions: int  # partitions the consumer sees when it reads the input whole
+    split: bool  # whether this stage's tasks each read a share of the partitions
 
 
 @dataclass(frozen=True)

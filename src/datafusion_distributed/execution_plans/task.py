@@ -25,7 +25,7 @@ from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_
 from ..common.fs import makedirs
 from ..common.threads import kept_threads, map_concurrently
 from .dictionaries import DictionaryUnifier
-from .stage import BoundaryKind
+from .stage import BoundaryKind, InputBoundary
 from .view_arrays import compact_views
 
 
@@ -63,30 +63,16 @@ class TaskOutput:
 
 @dataclass(frozen=True)
 class ResolvedInput:
-    """A stage input with the local files of each partition the task reads.
+    """A stage input (read at `where` in the task's plan) with the local files of each
+    partition the task reads.
 
     `groups` is None when the whole exchange produced no rows: the task then runs the
     original boundary subtree instead (it yields the same empty result with the right schema).
     """
 
-    marker: bytes
-    kind: BoundaryKind
+    where: InputBoundary
     groups: tuple[tuple[ScannedFile, ...], ...] | None
     schema: bytes | None  # IPC-serialised schema the producers wrote (None when all empty)
-    boundary: bytes
-    boundary_child: bytes
-
-    @classmethod
-    def of(cls, stage_input, groups, schema: bytes | None) -> ResolvedInput:
-        """From a planner StageInput (or a protocol TaskInput) and the files of its partitions."""
-        return cls(
-            marker=stage_input.marker,
-            kind=BoundaryKind(stage_input.kind),
-            groups=groups,
-            schema=schema,
-            boundary=stage_input.boundary,
-            boundary_child=stage_input.boundary_child,
-        )
 
 
 def unique_names(schema: pa.Schema) -> pa.Schema:
@@ -124,16 +110,17 @@ def _arrow_scan_template(schema: pa.Schema) -> bytes:
 
 def input_leaf(resolved: ResolvedInput) -> bytes:
     """The plan bytes that replace an input marker in a task's plan."""
+    where = resolved.where
     if resolved.groups is None or resolved.schema is None:
-        return resolved.boundary
+        return where.boundary
     schema = pa.ipc.read_schema(pa.py_buffer(resolved.schema))
     file_schema = unique_names(schema)
     scan = with_file_groups(_arrow_scan_template(file_schema), [list(g) for g in resolved.groups])
     if file_schema.names != schema.names:
         scan = with_output_names(scan, schema.names)
-    if resolved.kind is BoundaryKind.SHUFFLE:
+    if where.kind is BoundaryKind.SHUFFLE:
         return scan
-    return replace_subtree(resolved.boundary, resolved.boundary_child, scan)
+    return replace_subtree(where.boundary, where.boundary_child, scan)
 
 
 FETCH_CONCURRENCY = 4
@@ -148,8 +135,8 @@ def resolve_inputs(
     locations = [loc for inp in task_inputs for group in (inp.groups or ()) for loc in group]
     located = dict(zip(locations, map_concurrently(locate, locations, FETCH_CONCURRENCY), strict=True))
     resolved = [
-        ResolvedInput.of(
-            inp,
+        ResolvedInput(
+            inp.where,
             None if inp.groups is None else tuple(tuple(located[loc][0] for loc in g) for g in inp.groups),
             inp.schema,
         )
@@ -168,7 +155,7 @@ def local_file(path: str, size: int | None = None) -> ScannedFile:
 def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
     """Splice every input into a task's plan bytes and deserialise it."""
     for resolved in inputs:
-        plan = replace_subtree(plan, resolved.marker, input_leaf(resolved))
+        plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
     try:
         return ExecutionPlan.from_bytes(ctx, plan)
     except Exception as exc:  # DataFusion raises plain Exception

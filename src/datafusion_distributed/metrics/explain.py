@@ -122,7 +122,7 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         index = stage.inputs.index(stage_input)
         totals = sm.input_totals(index)
         scan = executed_node(stage, path, self._executed(stage), at_input=True)
-        if scan is not None and stage_input.kind is not BoundaryKind.SHUFFLE:
+        if scan is not None and stage_input.where.kind is not BoundaryKind.SHUFFLE:
             scan = scan.children[0] if scan.children else None  # the scan below the boundary node
         parts = []
         if scan is not None and "output_rows" in scan.values:

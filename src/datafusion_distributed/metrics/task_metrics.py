@@ -8,10 +8,13 @@ not repeated here.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..common.checks import Checks
 
 MAX_NODES = 2048  # plan nodes reported per task; larger plans are cut off
 MAX_DEPTH = 200  # and nesting, well inside Python's recursion limit
@@ -128,26 +131,16 @@ class MetricsError(ValueError):
     """Metrics in a task result that are malformed or too large."""
 
 
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise MetricsError(message)
-
-
-def _int(value: Any, name: str) -> int:
-    _check(isinstance(value, int) and not isinstance(value, bool), f"{name} must be an integer")
-    _check(0 <= value <= MAX_INT, f"{name} is out of range")
-    return value
+_checks = Checks(MetricsError)
+_check = _checks.check
+_int = functools.partial(_checks.integer, high=MAX_INT, range_in_message=False)
+_str = functools.partial(_checks.string, limit=MAX_NAME)
 
 
 def _seconds(value: Any, name: str) -> float:
     _check(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a number")
     _check(math.isfinite(value) and 0 <= value < 1e9, f"{name} is out of range")
     return float(value)
-
-
-def _str(value: Any, name: str, limit: int = MAX_NAME) -> str:
-    _check(isinstance(value, str) and len(value) <= limit, f"{name} must be a string of at most {limit}")
-    return value
 
 
 def _fields(raw: Any, names: set[str], what: str) -> dict:
@@ -192,7 +185,7 @@ def decode_task_metrics(raw: Any) -> TaskMetrics:
     _check(isinstance(inputs, list) and len(inputs) <= MAX_INPUTS, f"at most {MAX_INPUTS} inputs")
     plan = raw.get("plan")
     return TaskMetrics(
-        worker=_str(raw.get("worker"), "worker", 4096),
+        worker=_str(raw.get("worker"), "worker", limit=4096),
         wall_seconds=_seconds(raw.get("wall_seconds"), "wall_seconds"),
         queue_seconds=_seconds(raw.get("queue_seconds", 0.0), "queue_seconds"),
         plan=None if plan is None else _node(plan, [MAX_NODES], 0),

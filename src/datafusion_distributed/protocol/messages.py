@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..common.checks import Checks
+from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+from ..execution_plans.stage import BoundaryKind, InputBoundary
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
 
 PROTOCOL_VERSION = 1
@@ -20,8 +23,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_PLAN_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_KINDS = {"shuffle", "coalesce", "merge"}
-_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://")
+_KINDS = {kind.value for kind in BoundaryKind}
 _OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
 
 
@@ -29,21 +31,14 @@ class ProtocolError(ValueError):
     """A message that is malformed, too large, or of another protocol version."""
 
 
+_checks = Checks(ProtocolError)
+_check, _int, _str = _checks.check, _checks.integer, _checks.string
+
+
 def _short(value: Any, limit: int = 40) -> str:
     """`repr(value)`, cut to `limit` characters: an error must not echo a hostile message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ProtocolError(message)
-
-
-def _int(value: Any, name: str, low: int = 0, high: int = 1 << 40) -> int:
-    _check(isinstance(value, int) and not isinstance(value, bool), f"{name} must be an integer")
-    _check(low <= value <= high, f"{name}={value} is out of range [{low}, {high}]")
-    return value
 
 
 def _bytes(value: Any, name: str, limit: int = MAX_PLAN_BYTES) -> bytes:
@@ -65,15 +60,10 @@ def check_query_id(value: Any) -> str:
     return value
 
 
-def _str(value: Any, name: str, limit: int = 4096) -> str:
-    _check(isinstance(value, str) and len(value) <= limit, f"{name} must be a string of at most {limit}")
-    return value
-
-
 def _url(value: Any, name: str) -> str:
     """A worker URL: only Flight's gRPC schemes, so a message cannot send a worker elsewhere."""
     _str(value, name, 1024)
-    _check(value.startswith(_SCHEMES), f"{name} must be a URL starting with {' or '.join(_SCHEMES)}")
+    _check(is_worker_url(value), f"{name} must be a URL starting with {' or '.join(WORKER_URL_SCHEMES)}")
     return value
 
 
@@ -94,11 +84,22 @@ class FileLocation:
 
 
 @dataclass(frozen=True)
+class TaskKey:
+    """One attempt at one task of a query: what a worker keeps the inputs it fetched under."""
+
+    query_id: str
+    stage: int
+    task: int
+    attempt: int
+
+
+@dataclass(frozen=True)
 class TaskInput:
     """One input of a task: the marker to replace in its plan and the producer files to read there.
 
     `groups` holds the files of each partition the task reads; None when the producers wrote no
-    rows, and then the original `boundary` subtree runs in the marker's place."""
+    rows, and then the original `boundary` subtree runs in the marker's place. The fields of
+    its `InputBoundary` are written out one by one, as they travel on the wire."""
 
     marker: bytes
     kind: str
@@ -106,6 +107,18 @@ class TaskInput:
     boundary: bytes
     boundary_child: bytes
     groups: tuple[tuple[FileLocation, ...], ...] | None
+
+    @classmethod
+    def of(
+        cls, where: InputBoundary, schema: bytes | None, groups: tuple[tuple[FileLocation, ...], ...] | None
+    ) -> TaskInput:
+        """The input read at `where`, from the producer files `groups` written with `schema`."""
+        return cls(where.marker, where.kind.value, schema, where.boundary, where.boundary_child, groups)
+
+    @property
+    def where(self) -> InputBoundary:
+        """Where the input is read in the task's plan."""
+        return InputBoundary(self.marker, BoundaryKind(self.kind), self.boundary, self.boundary_child)
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,11 @@ class RunTask:
     inputs: tuple[TaskInput, ...]
     worker: str  # the URL the coordinator reaches this worker by (inputs there are local)
     compression: str | None = "lz4"
+
+    @property
+    def key(self) -> TaskKey:
+        """The task attempt this message runs."""
+        return TaskKey(self.query_id, self.stage, self.task, self.attempt)
 
 
 @dataclass(frozen=True)

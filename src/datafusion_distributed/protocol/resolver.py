@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+
 WORKERS_ENV = "DATAFUSION_DISTRIBUTED_WORKERS"
 
 
@@ -18,10 +20,13 @@ class WorkerResolver(Protocol):
         ...
 
 
+_SCHEMES_TEXT = f"{', '.join(WORKER_URL_SCHEMES[:-1])} or {WORKER_URL_SCHEMES[-1]}"
+
+
 def _check_url(url: str) -> str:
     url = url.strip()
-    if not url.startswith(("grpc://", "grpc+tcp://", "grpc+tls://")):
-        raise ValueError(f"worker URL {url!r} must start with grpc://, grpc+tcp:// or grpc+tls://")
+    if not is_worker_url(url):
+        raise ValueError(f"worker URL {url!r} must start with {_SCHEMES_TEXT}")
     return url
 
 

@@ -43,7 +43,7 @@ class LocalStageRunner:
         for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
             produced = outputs[inp.producer]
             groups = input_groups(inp, parts, produced, lambda t, part: local_file(part.path, part.bytes))
-            resolved.append(ResolvedInput.of(inp, groups, exchange_schema(produced)))
+            resolved.append(ResolvedInput(inp.where, groups, exchange_schema(produced)))
         return resolved
 
     def execute(self, plan: DistributedPlan) -> Iterator[pa.RecordBatch]:

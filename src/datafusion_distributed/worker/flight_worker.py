@@ -211,13 +211,11 @@ class FlightWorker(flight.FlightServerBase):
     def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
         """One input of a task: read in place or copied into the task's inputs folder, charged
         to the spool quota (a cancelled query fetches nothing more)."""
-        folder = self.spool.inputs_dir(message.query_id, message.stage, message.task, message.attempt)
+        folder = self.spool.inputs_dir(message.key)
 
         def before_copy(location: FileLocation) -> None:
             self._cancelled.check(message.query_id)
-            self.spool.charge_input(
-                message.query_id, message.stage, message.task, message.attempt, location.size
-            )
+            self.spool.charge_input(message.key, location.size)
 
         def made() -> str:
             makedirs(folder)
@@ -263,7 +261,7 @@ class FlightWorker(flight.FlightServerBase):
             extra = lost_worker_info(lost) if lost else b""
             raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}", extra_info=extra) from exc
         finally:
-            self.spool.remove_inputs(query_id, message.stage, message.task, message.attempt)
+            self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
         return TaskResult(

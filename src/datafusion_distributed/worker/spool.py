@@ -21,7 +21,7 @@ import time
 import uuid
 
 from ..common.threads import kept_threads
-from ..protocol.messages import check_query_id
+from ..protocol.messages import TaskKey, check_query_id
 
 RELEASED = ".released"  # folders of released queries, being deleted
 
@@ -50,7 +50,7 @@ class Spool:
         self.ttl_seconds = ttl_seconds
         self.quota_bytes = quota_bytes
         self._used: dict[str, int] = {}
-        self._inputs: dict[tuple[str, int, int, int], int] = {}  # fetched bytes per task attempt
+        self._inputs: dict[TaskKey, int] = {}  # fetched bytes per task attempt
         self._lock = threading.Lock()
         self._released = os.path.join(self.root, RELEASED)
         os.makedirs(self.root, exist_ok=True)
@@ -70,10 +70,12 @@ class Spool:
         """The Arrow IPC file of one output partition of a task."""
         return os.path.join(self.task_dir(query_id, stage, task), f"part-{int(partition)}.arrow")
 
-    def inputs_dir(self, query_id: str, stage: int, task: int, attempt: int) -> str:
+    def inputs_dir(self, key: TaskKey) -> str:
         """The folder of the inputs one task attempt fetched from other workers."""
         return os.path.join(
-            self.query_dir(query_id), "inputs", f"stage-{int(stage)}-task-{int(task)}-attempt-{int(attempt)}"
+            self.query_dir(key.query_id),
+            "inputs",
+            f"stage-{int(key.stage)}-task-{int(key.task)}-attempt-{int(key.attempt)}",
         )
 
     # -- quota --------------------------------------------------------------------------------
@@ -94,11 +96,10 @@ class Spool:
                     )
             self._used[query_id] = max(0, self._used.get(query_id, 0) + nbytes)
 
-    def charge_input(self, query_id: str, stage: int, task: int, attempt: int, nbytes: int) -> None:
+    def charge_input(self, key: TaskKey, nbytes: int) -> None:
         """Charge an input a task attempt is about to fetch (refunded by `remove_inputs`)."""
-        self.charge(query_id, nbytes)
+        self.charge(key.query_id, nbytes)
         with self._lock:
-            key = (query_id, stage, task, attempt)
             self._inputs[key] = self._inputs.get(key, 0) + nbytes
 
     # -- clean-up -----------------------------------------------------------------------------
@@ -107,7 +108,7 @@ class Spool:
         self._discard(self.query_dir(query_id))
         with self._lock:
             self._used.pop(query_id, None)
-            for key in [k for k in self._inputs if k[0] == query_id]:
+            for key in [k for k in self._inputs if k.query_id == query_id]:
                 del self._inputs[key]
 
     def _discard(self, folder: str) -> None:
@@ -121,12 +122,13 @@ class Spool:
             return
         kept_threads.submit(shutil.rmtree, target, ignore_errors=True)
 
-    def remove_inputs(self, query_id: str, stage: int, task: int, attempt: int) -> None:
+    def remove_inputs(self, key: TaskKey) -> None:
         """Delete the inputs one task attempt fetched (read by that attempt only) and refund them.
 
         The query's `inputs` folder and the query's folder go too when that leaves them empty,
         so a task that failed before writing anything leaves nothing behind."""
-        folder = self.inputs_dir(query_id, stage, task, attempt)
+        query_id = key.query_id
+        folder = self.inputs_dir(key)
         shutil.rmtree(folder, ignore_errors=True)
         for empty in (os.path.dirname(folder), self.query_dir(query_id)):
             try:
@@ -134,7 +136,7 @@ class Spool:
             except OSError:
                 break
         with self._lock:
-            nbytes = self._inputs.pop((query_id, stage, task, attempt), 0)
+            nbytes = self._inputs.pop(key, 0)
             if query_id in self._used:
                 self._used[query_id] = max(0, self._used[query_id] - nbytes)
 
@@ -155,7 +157,7 @@ class Spool:
         with self._lock:
             for name in removed:
                 self._used.pop(name, None)
-            for key in [k for k in self._inputs if k[0] in removed]:
+            for key in [k for k in self._inputs if k.query_id in removed]:
                 del self._inputs[key]
         return removed
 
