@@ -74,6 +74,7 @@ class Stage:
 
     @property
     def task_count(self) -> int:
+        """How many tasks run the stage."""
         return len(self.tasks)
 
 
@@ -94,9 +95,11 @@ class DistributedPlan:
 
     @property
     def final(self) -> Stage:
+        """The stage whose output is the query's result (always the last)."""
         return self.stages[-1]
 
     def stage(self, stage_id: int) -> Stage:
+        """The stage with id `stage_id` (KeyError if there is none)."""
         for stage in self.stages:
             if stage.id == stage_id:
                 return stage
@@ -109,4 +112,5 @@ class DistributedPlan:
 
     @property
     def is_distributed(self) -> bool:
+        """Whether any work runs on workers: more than one stage, or a final stage of several tasks."""
         return len(self.stages) > 1 or self.final.task_count > 1
