@@ -23,7 +23,7 @@ from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inp
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
-from ..protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
+from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.messages import FileLocation, Ticket
 from .errors import QueryFailed
 from .gather import read_file, restore_names
@@ -103,7 +103,16 @@ class HeadStage:
     def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
         run = self.run
         try:
-            return fetch_input(location, run.query_id, run.clients, self._scratch_dir, run.local_spools)
+            return fetch_input(
+                location,
+                run.query_id,
+                run.clients,
+                self._scratch_dir,
+                run.local_spools,
+                writer="the coordinator",
+            )
+        except LocalWriteError as exc:  # this side's disk: no worker is to blame
+            raise QueryFailed(str(exc)) from exc
         except WORKER_ERRORS as exc:
             raise QueryFailed(
                 f"fetching stage {location.stage} output from {location.worker} failed: {exc}"

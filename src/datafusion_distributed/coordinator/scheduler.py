@@ -241,8 +241,10 @@ class QueryRun:
                 raise
             raise failure from exc
         finally:
-            self.head.close()
-            self.release()
+            try:
+                self.head.close()
+            finally:  # whatever happened, every worker that ran a task is told
+                self.release()
 
     def _run(self) -> Iterator[pa.RecordBatch]:
         self.run_stages(self.plan.stages[:-1])

@@ -4,11 +4,13 @@ Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a
 data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state).
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
-`WorkerError` carrying the worker's message.
+`WorkerError` carrying the worker's message; a copy this side cannot write raises
+`LocalWriteError` (never a lost worker).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -50,6 +52,20 @@ class WorkerError(RuntimeError):
         self.lost_worker = lost_worker
 
 
+class LocalWriteError(RuntimeError):
+    """This process could not write a file it copies from a worker (a full disk, no permission,
+    a read-only file system): an error of this side, never a lost worker.
+
+    `writer` names this side in the message ("the coordinator", "worker <url>")."""
+
+    def __init__(self, path: str, error: OSError, writer: str = "this process"):
+        reason = f"[Errno {error.errno}] {error.strerror}" if error.errno and error.strerror else str(error)
+        super().__init__(f"{writer} could not write its input copy {path}: {reason}")
+        self.path = path
+        self.error = error
+        self.writer = writer
+
+
 def lost_worker_info(url: str) -> bytes:
     """The extra info a worker attaches to an error caused by losing worker `url`."""
     return json.dumps({"lost_worker": url}).encode()
@@ -58,8 +74,11 @@ def lost_worker_info(url: str) -> bytes:
 def lost_worker(exc: BaseException | None) -> str | None:
     """The worker whose loss caused `exc`, if any: the one that did not answer, or the one a
     worker could not reach to fetch an input (its error's extra info), found anywhere in the
-    chain of exceptions `exc` was raised from or while handling."""
+    chain of exceptions `exc` was raised from or while handling. A file this side could not
+    write (`LocalWriteError`) is never a loss, whatever it was raised while handling."""
     while exc is not None:
+        if isinstance(exc, LocalWriteError):
+            return None
         if isinstance(exc, WorkerUnreachable):
             return exc.url
         if isinstance(exc, WorkerError) and exc.lost_worker:
@@ -182,14 +201,15 @@ class WorkerClient:
             yield chunk.data
 
     def fetch_to_file(self, ticket: Ticket, path: str, expected_size: int) -> int:
-        """Copy one task output file, byte for byte (batches stay compressed), to `path`."""
+        """Copy one task output file, byte for byte (batches stay compressed), to `path`.
+
+        Writing `path` failing raises `LocalWriteError`: an error of this side, not the worker's."""
 
         def call(client, options):
-            written = 0
-            with open(path, "wb") as out:
+            with _CopyTarget(path) as out:
                 for result in client.do_action(flight.Action("read_output", encode(ticket)), options):
-                    written += out.write(result.body)
-            return written
+                    out.write(result.body)
+            return out.written
 
         size = self._call(call, self.settings.task_timeout)
         if size != expected_size:
@@ -202,6 +222,35 @@ class WorkerClient:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+class _CopyTarget:
+    """The local file a copy is written to: its own errors (OSError on open, write or close)
+    become `LocalWriteError`, so they are never taken for a failure of the worker copied from."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.written = 0
+        self._file = self._local(open, path, "wb")
+
+    def _local(self, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as exc:
+            raise LocalWriteError(self.path, exc) from exc
+
+    def write(self, data) -> None:
+        self.written += self._local(self._file.write, data)
+
+    def __enter__(self) -> _CopyTarget:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self._local(self._file.close)  # the last bytes are written here
+        else:  # the copy failed already: its file is discarded, that error is the one to tell
+            with contextlib.suppress(OSError):
+                self._file.close()
 
 
 class ClientPool:

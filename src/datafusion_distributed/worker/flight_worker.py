@@ -222,7 +222,13 @@ class FlightWorker(flight.FlightServerBase):
             return folder
 
         return fetch_input(
-            location, message.query_id, self._clients, made, self._readable_spools, before_copy
+            location,
+            message.query_id,
+            self._clients,
+            made,
+            self._readable_spools,
+            before_copy,
+            writer=f"worker {self.url}",
         )
 
     def _run_task(self, message: RunTask) -> TaskResult:
