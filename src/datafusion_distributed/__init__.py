@@ -6,7 +6,7 @@ from .coordinator.cancellation import QueryCancelled, QueryTimedOut
 from .coordinator.config import DistributedConfig
 from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
-from .coordinator.errors import QueryFailed
+from .coordinator.errors import QueryFailed, ResultStreamLost
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
 from .worker.flight_worker import FlightWorker
@@ -22,6 +22,7 @@ __all__ = [
     "QueryCancelled",
     "QueryFailed",
     "QueryTimedOut",
+    "ResultStreamLost",
     "StaticResolver",
     "WorkerError",
     "WorkerResolver",

@@ -6,7 +6,8 @@
   are complete, tasks are placed on workers, lost outputs are recomputed (`retry` decides what
   is tried again, and reports every lost worker once).
 - `head`: the end of a query in this process: the final stage run here or gathered
-  (`gather`), streamed to the caller.
+  (`gather`), streamed to the caller; a worker lost while it is read is recovered as long as
+  nothing read was handed out (ResultStreamLost otherwise).
 - `lifecycle`: the run's events to the user's handlers and into its metrics;
   `cancellation` (cancel and timeouts), `config`, `errors`, `inputs` (which producer files each
   consumer partition reads).

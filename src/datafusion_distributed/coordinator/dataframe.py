@@ -274,10 +274,20 @@ class DistributedDataFrame:
 
     def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the result batch by batch; memory stays bounded by what is in flight.
-        `progress` shows a live progress line (default: the context's `progress`)."""
+        `progress` shows a live progress line (default: the context's `progress`).
+
+        A worker lost while the result is read is recovered until the first batch is handed
+        out; after that the stream raises `ResultStreamLost` (a `QueryFailed`), and the query
+        must be run again (`collect()` recovers at any point)."""
         return self._execute_plan(self.distributed_plan(), progress)
 
-    def _execute_plan(self, plan: DistributedPlan, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+    def _execute_plan(
+        self,
+        plan: DistributedPlan,
+        progress: bool | None = None,
+        on_restart: Callable[[], None] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Run `plan`, streaming its result; `on_restart` as for `QueryRun.execute`."""
         handlers = self._dctx.handlers
         if self._dctx.progress if progress is None else progress:
             from ..metrics.progress import ProgressDisplay
@@ -293,7 +303,7 @@ class DistributedDataFrame:
             handlers=handlers,
             local_spools=self._dctx.local_spools(),
         )
-        stream = self._cancellable(run)
+        stream = self._cancellable(run, on_restart)
         try:
             with contextlib.closing(stream):
                 yield from stream
@@ -312,12 +322,12 @@ class DistributedDataFrame:
             run.cancel_scope.cancel()
         return bool(runs)
 
-    def _cancellable(self, run: QueryRun) -> Iterator[pa.RecordBatch]:
+    def _cancellable(self, run: QueryRun, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         run.cancel_scope.start(self._dctx.config.query_timeout)
         with self._runs_lock:
             self._runs.add(run)
         try:
-            yield from run.execute()
+            yield from run.execute(on_restart)
         finally:
             with self._runs_lock:
                 self._runs.discard(run)
@@ -332,7 +342,12 @@ class DistributedDataFrame:
             >>> sum(batch.num_rows for batch in batches)
             3
         """
-        return list(self.execute_stream(progress))
+        batches: list[pa.RecordBatch] = []
+        # Nothing is handed out before the end: a worker lost while the result is read costs a
+        # recomputation, and the result is read again from its start.
+        for batch in self._execute_plan(self.distributed_plan(), progress, on_restart=batches.clear):
+            batches.append(batch)
+        return batches
 
     def to_arrow_table(self, progress: bool | None = None) -> pa.Table:
         """Run the query and return its result as one Arrow table.
@@ -408,7 +423,7 @@ class DistributedDataFrame:
 
     def _measure(self, plan: DistributedPlan) -> QueryMetrics | None:
         """Run `plan` for what it measures (EXPLAIN ANALYZE), discarding its result."""
-        for _ in self._execute_plan(plan):
+        for _ in self._execute_plan(plan, on_restart=lambda: None):  # the result is discarded
             pass
         return self.metrics
 

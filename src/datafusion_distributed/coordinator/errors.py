@@ -16,6 +16,22 @@ class QueryFailed(RuntimeError):
         return cls(readable_message(str(exc)) or type(exc).__name__)
 
 
+class ResultStreamLost(QueryFailed):
+    """A worker was lost while the result was streamed (`execute_stream`), after `delivered`
+    batches had been handed out: they cannot be taken back, so the query must be run again.
+    A loss before the first batch, or while `collect()` and what builds on it gather the whole
+    result, is recovered instead."""
+
+    def __init__(self, worker: str, delivered: int):
+        batches = "batch" if delivered == 1 else "batches"
+        super().__init__(
+            f"the result stream lost worker {worker} after {delivered} {batches} had been delivered; "
+            "rows already returned cannot be taken back: run the query again"
+        )
+        self.worker = worker
+        self.delivered = delivered
+
+
 def as_query_failure(exc: BaseException) -> BaseException:
     """What a query that stopped with `exc` raises: QueryFailed for an error of the query
     (DataFusion's, raised in this process, or a panic inside it); cancellations and Python's own

@@ -4,14 +4,19 @@ A final stage of one task runs here (its inputs fetched from the workers, or rea
 lie), so the result never makes an extra hop; a plan kept on one node runs here from
 DataFusion's in-memory plan; a final stage of several tasks ran on the workers and its
 outputs are gathered here in task order.
+
+A worker lost while the result is read costs a recomputation when nothing read was handed out
+yet: the final stage's inputs are all fetched before it runs here, and a gathered result is
+read again from its start (ResultStreamLost when a stream had already handed batches out).
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,9 +28,9 @@ from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inp
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
-from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable
+from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
 from ..protocol.messages import FileLocation, Ticket
-from .errors import QueryFailed
+from .errors import QueryFailed, ResultStreamLost
 from .gather import read_file, restore_names
 
 if TYPE_CHECKING:
@@ -58,9 +63,44 @@ class HeadStage:
         self.run.events.stage_started(plan.final.id, [COORDINATOR])
         yield from self._run_here(plan.session, plan.physical, TaskRecorder(COORDINATOR, ()))
 
-    def gather(self) -> Iterator[pa.RecordBatch]:
+    def gather(self, on_restart: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
         """Stream a multi-task final stage's outputs from the workers that hold them (read from
-        disk where they are when the workers share this machine)."""
+        disk where they are when the workers share this machine).
+
+        A worker lost on the way has its outputs recomputed, and the read starts again from the
+        first output, if nothing read was handed out yet, or if the caller gave `on_restart`: it
+        is called first, to drop what the caller received (collect() gathers the whole result
+        before handing it out). Otherwise the loss raises ResultStreamLost."""
+        delivered = 0
+        for attempt in itertools.count(1):
+            try:
+                for batch in self._outputs():
+                    yield batch
+                    delivered += 1
+                return
+            except QueryFailed as exc:
+                self._recover(exc, attempt, delivered, on_restart)
+                delivered = 0
+
+    def _recover(
+        self, exc: QueryFailed, attempt: int, delivered: int, on_restart: Callable[[], None] | None
+    ) -> None:
+        """Make the result readable again after try `attempt` of reading it failed with `exc`,
+        `delivered` batches in; or raise."""
+        run = self.run
+        lost = lost_worker(exc)
+        if lost is None:
+            raise exc
+        if delivered and on_restart is None:
+            run.retry.mark_dead(lost, exc)
+            raise ResultStreamLost(lost, delivered) from exc
+        run.retry.after_failure(exc, attempt, "reading the result")
+        run.recompute_lost_outputs()
+        if on_restart is not None:
+            on_restart()
+
+    def _outputs(self) -> Iterator[pa.RecordBatch]:
+        """The final stage's outputs, in task order, from where they are now."""
         run = self.run
         final = run.plan.final
         for task, result in enumerate(run.results[final.id]):

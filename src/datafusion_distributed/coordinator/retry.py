@@ -41,8 +41,13 @@ class RetryPolicy:
         if lost is None or attempt >= self.attempts:
             tried = f" after {attempt} attempts" if lost else ""
             raise QueryFailed(f"{what} failed{tried}: {exc}") from exc
-        if lost not in self.dead:
-            self.dead.add(lost)
-            self.events.worker_unreachable(lost, exc)
+        self.mark_dead(lost, exc)
         log.warning("worker %s lost; trying again (attempt %d)", lost, attempt + 1)
         time.sleep(0.05 * attempt)
+
+    def mark_dead(self, worker: str, exc: BaseException) -> None:
+        """Record that `worker` was lost (`exc` says how): it is sent nothing more in this
+        query, and is reported the first time."""
+        if worker not in self.dead:
+            self.dead.add(worker)
+            self.events.worker_unreachable(worker, exc)

@@ -225,11 +225,16 @@ class QueryRun:
         self.events.stage_finished(stage.id, results, self.stage_seconds[stage.id], self.placement[stage.id])
 
     # -- the result ---------------------------------------------------------------------------
-    def execute(self) -> Iterator[pa.RecordBatch]:
-        """Yield the query's result batches; release the query's spool data at the end."""
+    def execute(self, on_restart: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
+        """Yield the query's result batches; release the query's spool data at the end.
+
+        `on_restart`, from a caller that hands nothing out before the whole result is read,
+        lets a worker lost after batches were yielded be recovered: it is called to drop the
+        batches yielded so far, and the result is yielded again from its start. Without it such
+        a loss raises ResultStreamLost."""
         self.events.query_started(len(self.plan.stages))
         try:
-            yield from self.head.in_memory() if self.plan.in_memory else self._run()
+            yield from self.head.in_memory() if self.plan.in_memory else self._run(on_restart)
             self.events.query_finished()
         except GeneratorExit:  # the reader stopped early: the query is done
             self.events.query_finished()
@@ -246,13 +251,13 @@ class QueryRun:
             finally:  # whatever happened, every worker that ran a task is told
                 self.release()
 
-    def _run(self) -> Iterator[pa.RecordBatch]:
+    def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.run_stages(self.plan.stages[:-1])
         if len(self.tasks_of(self.plan.final)) == 1:
             yield from self.head.single_task()
         else:
             self.run_stages([self.plan.final])
-            yield from self.head.gather()
+            yield from self.head.gather(on_restart)
 
     def release(self) -> None:
         """Delete this query's data on the workers it ran tasks on, all at once. A query run
