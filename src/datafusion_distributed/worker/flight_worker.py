@@ -171,15 +171,21 @@ class FlightWorker(flight.FlightServerBase):
         raise flight.FlightServerError(f"unknown action {action.type!r}")
 
     def _output_path(self, ticket: bytes) -> str:
-        """The spool file a ticket names; it can only name a task output of this spool."""
+        """The real path of the spool file a ticket names. A ticket can only name a task output
+        of this spool, and it is served only from a regular file whose real path (links
+        resolved) lies inside the spool's real root: a link planted in the spool is refused."""
         try:
             t = decode_ticket(ticket)
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused ticket: {exc}") from exc
-        path = self.spool.output_path(t.query_id, t.stage, t.task, t.partition)
+        output = f"query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
+        path = os.path.realpath(self.spool.output_path(t.query_id, t.stage, t.task, t.partition))
         if not os.path.exists(path):
+            raise flight.FlightServerError(f"no output for {output}")
+        root = os.path.realpath(self.spool.root) + os.sep
+        if not path.startswith(root) or not os.path.isfile(path):
             raise flight.FlightServerError(
-                f"no output for query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
+                f"refused output {output}: it is not a file inside this worker's spool (links resolved)"
             )
         return path
 
@@ -193,8 +199,10 @@ class FlightWorker(flight.FlightServerBase):
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.GeneratorStream:
         """Stream the batches of the task output file `ticket` names, from this worker's spool."""
         path = self._output_path(ticket.ticket)
-        source = pa.memory_map(path)
-        reader = pa.ipc.open_file(source)
+        try:
+            reader = pa.ipc.open_file(pa.memory_map(path))
+        except (OSError, pa.ArrowException) as exc:  # a clear error, never a worker traceback
+            raise flight.FlightServerError(f"could not read output file: {exc}") from exc
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
         return flight.GeneratorStream(reader.schema, batches)
 
