@@ -16,7 +16,7 @@ import pyarrow.flight as flight
 from datafusion import SessionContext
 
 from ..codec import ScannedFile
-from ..common.errors import is_datafusion_panic
+from ..common.errors import failure_message, is_failure
 from ..common.fs import makedirs
 from ..common.version import __version__
 from ..events.chain import HandlerChain
@@ -166,7 +166,9 @@ class FlightWorker(flight.FlightServerBase):
             raise flight.FlightServerError(f"refused message: {exc}") from exc
         except flight.FlightError:
             raise
-        except Exception as exc:  # never a bare Python traceback to the caller
+        except BaseException as exc:  # never a bare Python traceback to the caller, even for a panic
+            if not is_failure(exc):
+                raise
             raise flight.FlightServerError(f"{action.type} failed: {type(exc).__name__}: {exc}") from exc
         raise flight.FlightServerError(f"unknown action {action.type!r}")
 
@@ -261,8 +263,17 @@ class FlightWorker(flight.FlightServerBase):
                 cancelled=cancelled,
                 on_write=functools.partial(self.spool.charge, query_id),
             )
-        except BaseException as exc:
-            if not isinstance(exc, Exception) and not is_datafusion_panic(exc):
+            return TaskResult(
+                partitions=tuple(
+                    PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
+                ),
+                schema=output.schema,
+                seconds=time.perf_counter() - started,
+                fetched_bytes=fetched,
+                metrics=recorder.finish(plan),
+            )
+        except BaseException as exc:  # a panic inside DataFusion fails the task like any error
+            if not is_failure(exc):
                 raise
             log.warning("%s failed: %s", name, exc)
             lost = lost_worker(exc)
@@ -272,15 +283,6 @@ class FlightWorker(flight.FlightServerBase):
             self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
-        return TaskResult(
-            partitions=tuple(
-                PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
-            ),
-            schema=output.schema,
-            seconds=time.perf_counter() - started,
-            fetched_bytes=fetched,
-            metrics=recorder.finish(plan),
-        )
 
     def _task_session(self) -> SessionContext:
         """The session every task runs in: one per worker, so its memory pool bounds the worker
@@ -291,8 +293,8 @@ class FlightWorker(flight.FlightServerBase):
                 self._session = task_session(self._session_builder, self.memory_limit_bytes)
             return self._session
 
-    def _describe(self, exc: Exception) -> str:
-        text = str(exc)
+    def _describe(self, exc: BaseException) -> str:
+        text = failure_message(exc)
         if self.memory_limit_bytes is not None and "Resources exhausted" in text:
             return f"memory limit exceeded (the worker's limit is {self.memory_limit_bytes} bytes): {text}"
         return text
