@@ -60,7 +60,11 @@ class FlightWorker(flight.FlightServerBase):
             without it are refused. Required unless `insecure_no_auth` is True.
         tls_cert, tls_key: PEM certificate and private key (paths or PEM text): serve TLS
             (`grpc+tls://`). tls_root_certs: CAs to trust when fetching from other workers
-            (default: `tls_cert` itself, right for one self-signed certificate).
+            (default: `tls_cert` itself, right for one self-signed certificate). The worker
+            presents `tls_cert` as its client certificate when it fetches from other workers.
+        tls_client_ca: CAs (PEM path or text) whose client certificates this worker requires
+            (mutual TLS; needs `tls_cert`): a client without one is refused during the TLS
+            handshake, before it can send a request.
         spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
         memory_limit_bytes: DataFusion memory pool (a fair spill pool) shared by all the tasks
             this worker runs at once.
@@ -83,6 +87,7 @@ class FlightWorker(flight.FlightServerBase):
         tls_cert: str | bytes | None = None,
         tls_key: str | bytes | None = None,
         tls_root_certs: str | bytes | None = None,
+        tls_client_ca: str | bytes | None = None,
         spool_quota_bytes: int | None = None,
         memory_limit_bytes: int | None = None,
         handlers: Sequence[Any] | None = None,
@@ -97,15 +102,21 @@ class FlightWorker(flight.FlightServerBase):
             )
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("TLS needs both a certificate and its private key (tls_cert and tls_key)")
+        if tls_client_ca is not None and tls_cert is None:
+            raise ValueError(
+                "client certificates (tls_client_ca) need the worker to serve TLS: give tls_cert and tls_key"
+            )
         if memory_limit_bytes is not None and memory_limit_bytes <= 0:
             raise ValueError("memory_limit_bytes must be positive")
         if memory_limit_bytes is not None and session_builder and not accepts_runtime(session_builder):
             raise ValueError("memory_limit_bytes needs a session hook that accepts a `runtime` keyword")
-        cert, key = read_pem(tls_cert), read_pem(tls_key)
+        cert, key, client_ca = read_pem(tls_cert), read_pem(tls_key), read_pem(tls_client_ca)
         scheme = "grpc+tls" if cert else "grpc"
         super().__init__(
             f"{scheme}://{host}:{port}",
             tls_certificates=[flight.CertKeyPair(cert, key)] if cert else None,
+            verify_client=client_ca is not None,
+            root_certificates=client_ca,
             middleware={"auth": TokenServerMiddlewareFactory(auth_token)} if auth_token else None,
         )
         self.host = host
@@ -125,6 +136,8 @@ class FlightWorker(flight.FlightServerBase):
                 task_timeout=fetch_timeout,
                 auth_token=auth_token,
                 tls_root_certs=read_pem(tls_root_certs) or cert,
+                tls_client_cert=cert,
+                tls_client_key=key,
             )
         )
         self._stopped = threading.Event()
