@@ -55,11 +55,14 @@ def run_worker(args: argparse.Namespace) -> int:
         )
     if (args.tls_cert is None) != (args.tls_key is None):
         raise SystemExit("error: --tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise SystemExit("error: --tls-client-ca needs the worker to serve TLS (--tls-cert and --tls-key)")
     spool = args.spool_dir or tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
     worker = FlightWorker(
         spool, host=args.host, port=args.port, session_builder=_load_hook(args.session_hook),
         spool_ttl=args.spool_ttl, auth_token=token, insecure_no_auth=args.insecure_no_auth,
         tls_cert=args.tls_cert, tls_key=args.tls_key, tls_root_certs=args.tls_root_certs,
+        tls_client_ca=args.tls_client_ca,
         spool_quota_bytes=args.spool_quota_bytes, memory_limit_bytes=args.memory_limit_bytes,
         shared_spool_root=args.shared_spool_root,
     )  # fmt: skip
@@ -109,7 +112,11 @@ def run_sql(args: argparse.Namespace) -> int:
         workers = [u for u in args.workers.split(",") if u]
     elif os.environ.get("DATAFUSION_DISTRIBUTED_WORKERS"):
         workers = EnvResolver()
-    config = DistributedConfig(tls_root_certs=args.tls_root_certs)
+    config = DistributedConfig(
+        tls_root_certs=args.tls_root_certs,
+        tls_client_cert=args.tls_client_cert,
+        tls_client_key=args.tls_client_key,
+    )
     # the progress line goes to standard error, and only when that is a terminal
     with DistributedContext(workers=workers, config=config, progress=args.progress) as dctx:
         for spec in args.table:
@@ -167,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="PEM file of CAs to trust when fetching from other workers (default: --tls-cert)",
     )
     worker.add_argument(
+        "--tls-client-ca",
+        help="PEM file of CAs: require client certificates they signed (mutual TLS); "
+        "this worker presents --tls-cert to other workers",
+    )
+    worker.add_argument(
         "--spool-quota-bytes", type=int, help="most bytes the spool may hold; tasks passing it fail"
     )
     worker.add_argument(
@@ -197,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument(
         "--tls-root-certs", help="PEM file of the CAs that signed grpc+tls:// workers' certificates"
     )
+    sql.add_argument(
+        "--tls-client-cert", help="PEM client certificate for workers that require one (--tls-client-ca)"
+    )
+    sql.add_argument("--tls-client-key", help="PEM private key of --tls-client-cert")
     sql.set_defaults(run=run_sql)
     return parser
 

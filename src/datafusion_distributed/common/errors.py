@@ -10,6 +10,25 @@ def is_datafusion_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException"
 
 
+CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def is_failure(exc: BaseException) -> bool:
+    """Whether `exc` is a failure of the work at hand (any Exception, a panic inside DataFusion,
+    another library's BaseException) rather than Python's own control flow (KeyboardInterrupt,
+    SystemExit, GeneratorExit), which must go on as it is."""
+    return not isinstance(exc, CONTROL_FLOW)
+
+
+def failure_message(exc: BaseException) -> str:
+    """The text of a failure: an Exception's own message, `panic inside DataFusion: <message>`
+    for a panic, `<type>: <message>` for any other BaseException."""
+    text = str(exc) or type(exc).__name__
+    if is_datafusion_panic(exc):
+        return f"panic inside DataFusion: {text}"
+    return text if isinstance(exc, Exception) else f"{type(exc).__name__}: {text}"
+
+
 def first_line(message: str, limit: int = 300) -> str:
     """The first line of an error message, cut to `limit` characters (DataFusion's errors may
     end in a dump of the whole plan)."""

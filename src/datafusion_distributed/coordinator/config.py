@@ -36,6 +36,9 @@ class DistributedConfig(PlanningSettings):
             brings its own. Not shown in the repr.
         tls_root_certs: path of a PEM file of the CAs that signed the workers' certificates, for
             `grpc+tls://` workers. Default None (the system's CAs).
+        tls_client_cert, tls_client_key: paths of the PEM client certificate and private key
+            the coordinator presents to workers that require one (mutual TLS, the workers'
+            `tls_client_ca`). Both or neither. Default None (no client certificate).
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -57,6 +60,8 @@ class DistributedConfig(PlanningSettings):
     query_timeout: float | None = None
     auth_token: str | None = field(default_factory=token_from_env, repr=False)
     tls_root_certs: str | None = None
+    tls_client_cert: str | None = None
+    tls_client_key: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,3 +73,5 @@ class DistributedConfig(PlanningSettings):
         require(self.task_attempts >= 1, "task_attempts", "at least 1", self.task_attempts)
         timeout = self.query_timeout
         require(timeout is None or timeout > 0, "query_timeout", "positive (or None for no limit)", timeout)
+        if (self.tls_client_cert is None) != (self.tls_client_key is None):
+            raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")

@@ -146,6 +146,8 @@ class DistributedContext:
                 # a cluster the library started knows its own token; otherwise the configured one
                 auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
                 tls_root_certs=read_pem(self.config.tls_root_certs),
+                tls_client_cert=read_pem(self.config.tls_client_cert),
+                tls_client_key=read_pem(self.config.tls_client_key),
             )
         )
         self._planning: tuple[tuple[str, int], SessionContext] | None = None

@@ -24,12 +24,14 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
+from ..common.errors import failure_message, is_failure, readable_message
 from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inputs, stream_partitions
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
 from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
 from ..protocol.messages import FileLocation, Ticket
+from .cancellation import QueryCancelled
 from .errors import QueryFailed, ResultStreamLost
 from .gather import read_file, restore_names
 
@@ -48,13 +50,22 @@ class HeadStage:
         self._scratch_lock = threading.Lock()
 
     def single_task(self) -> Iterator[pa.RecordBatch]:
-        """Run a single-task final stage here, over its inputs fetched from the workers."""
+        """Run a single-task final stage here, over its inputs fetched from the workers. Its
+        failures (a panic inside DataFusion included) are QueryFailed naming the stage and task."""
         run = self.run
         task = run.tasks_of(run.plan.final)[0]
         run.events.stage_started(run.plan.final.id, [COORDINATOR])
         resolved, recorder = self._inputs(task)
         ctx = run.head_session()
-        yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
+        try:
+            yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
+        except (QueryFailed, QueryCancelled):
+            raise
+        except BaseException as exc:  # a panic inside DataFusion fails the query like any error
+            if not is_failure(exc):
+                raise
+            name = f"stage {run.plan.final.id} task {task.index} on the coordinator"
+            raise QueryFailed(f"{name} failed: {readable_message(failure_message(exc))}") from exc
 
     def in_memory(self) -> Iterator[pa.RecordBatch]:
         """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was

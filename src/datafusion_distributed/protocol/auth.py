@@ -6,6 +6,11 @@ with its own token in constant time and refuses any call without it, or with ano
 token is a shared secret: give the same one to every worker and every coordinator of a cluster
 (`--auth-token` or the environment variable below on workers, `DistributedConfig.auth_token` on
 coordinators). A token is not encryption: use TLS on networks others can read.
+
+The token is checked by server middleware, which gRPC runs only once it has read a call's whole
+request: an unauthenticated caller is refused before the worker's code runs, but the bytes it
+sent were received first. Mutual TLS refuses a client without a certificate signed by a CA the
+worker trusts during the TLS handshake, before it can send any request.
 """
 
 from __future__ import annotations
@@ -105,13 +110,22 @@ def read_pem(path_or_pem: str | bytes | None) -> bytes | None:
         return f.read()
 
 
-def connect_options(auth_token: str | None, tls_root_certs: bytes | None) -> dict:
-    """Keyword arguments of `pyarrow.flight.connect` for a client with this token and CA."""
+def connect_options(
+    auth_token: str | None,
+    tls_root_certs: bytes | None,
+    client_cert: bytes | None = None,
+    client_key: bytes | None = None,
+) -> dict:
+    """Keyword arguments of `pyarrow.flight.connect` for a client with this token, these CAs,
+    and this client certificate and key (PEM) to present to workers that ask for one."""
     options: dict = {}
     if auth_token:
         options["middleware"] = [TokenClientMiddlewareFactory(auth_token)]
     if tls_root_certs:
         options["tls_root_certs"] = tls_root_certs
+    if client_cert:
+        options["cert_chain"] = client_cert
+        options["private_key"] = client_key
     return options
 
 
@@ -119,3 +133,18 @@ def is_tls_failure(message: str) -> bool:
     """Whether a transport error is a failed TLS handshake (a setup error, not a lost worker)."""
     lowered = message.lower()
     return "handshake failed" in lowered or "certificate verify failed" in lowered
+
+
+CLIENT_CERTIFICATE_REFUSED = (
+    "the worker closed the connection during the TLS handshake: it asks for a client certificate, "
+    "and this client presented none or one not signed by a CA it trusts (set "
+    "DistributedConfig.tls_client_cert and tls_client_key)"
+)
+
+
+def is_client_certificate_refused(message: str) -> bool:
+    """Whether connecting to a `grpc+tls://` worker failed the way a worker that requires client
+    certificates refuses a client without an accepted one: it closes the connection during the
+    handshake (gRPC reports only a closed socket)."""
+    lowered = message.lower()
+    return "failed to connect to all addresses" in lowered and "socket closed" in lowered

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from .auth import connect_options, is_tls_failure
+from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
 from .messages import PROTOCOL_VERSION, RunTask, TaskResult, Ticket, decode_task_result, encode
 
 
@@ -111,12 +111,16 @@ class ClientSettings:
         task_timeout: seconds a task may run, and a whole output stream or file copy may take.
         auth_token: the cluster's token, sent with every call (None: no token).
         tls_root_certs: PEM of the CAs to trust for `grpc+tls://` workers (None: the system's).
+        tls_client_cert, tls_client_key: PEM certificate and private key presented to workers
+            that require client certificates (mutual TLS); None presents none.
     """
 
     timeout: float = 30.0
     task_timeout: float = 600.0
     auth_token: str | None = field(default=None, repr=False)
     tls_root_certs: bytes | None = None
+    tls_client_cert: bytes | None = None
+    tls_client_key: bytes | None = field(default=None, repr=False)
 
 
 class WorkerClient:
@@ -125,7 +129,10 @@ class WorkerClient:
     def __init__(self, url: str, settings: ClientSettings | None = None):
         self.url = url
         self.settings = settings or ClientSettings()
-        self._connect_options = connect_options(self.settings.auth_token, self.settings.tls_root_certs)
+        s = self.settings
+        self._connect_options = connect_options(
+            s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key
+        )
         self._client: flight.FlightClient | None = None
         self._lock = threading.Lock()
 
@@ -151,6 +158,9 @@ class WorkerClient:
         if isinstance(exc, flight.FlightUnavailableError):
             if is_tls_failure(str(exc)):  # a setup error: retrying elsewhere would not help
                 return WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}")
+            if self.url.startswith("grpc+tls://") and is_client_certificate_refused(str(exc)):
+                detail = f"{CLIENT_CERTIFICATE_REFUSED}: {_server_message(exc)}"
+                return WorkerError(self.url, f"TLS handshake failed: {detail}")
             return WorkerUnreachable(self.url, _server_message(exc))
         if isinstance(exc, flight.FlightError):
             return WorkerError(self.url, _server_message(exc), _lost_worker(exc))

@@ -16,7 +16,7 @@ import pyarrow.flight as flight
 from datafusion import SessionContext
 
 from ..codec import ScannedFile
-from ..common.errors import is_datafusion_panic
+from ..common.errors import failure_message, is_failure
 from ..common.fs import makedirs
 from ..common.version import __version__
 from ..events.chain import HandlerChain
@@ -60,7 +60,11 @@ class FlightWorker(flight.FlightServerBase):
             without it are refused. Required unless `insecure_no_auth` is True.
         tls_cert, tls_key: PEM certificate and private key (paths or PEM text): serve TLS
             (`grpc+tls://`). tls_root_certs: CAs to trust when fetching from other workers
-            (default: `tls_cert` itself, right for one self-signed certificate).
+            (default: `tls_cert` itself, right for one self-signed certificate). The worker
+            presents `tls_cert` as its client certificate when it fetches from other workers.
+        tls_client_ca: CAs (PEM path or text) whose client certificates this worker requires
+            (mutual TLS; needs `tls_cert`): a client without one is refused during the TLS
+            handshake, before it can send a request.
         spool_quota_bytes: bytes the spool may hold; a task that would pass it fails.
         memory_limit_bytes: DataFusion memory pool (a fair spill pool) shared by all the tasks
             this worker runs at once.
@@ -83,6 +87,7 @@ class FlightWorker(flight.FlightServerBase):
         tls_cert: str | bytes | None = None,
         tls_key: str | bytes | None = None,
         tls_root_certs: str | bytes | None = None,
+        tls_client_ca: str | bytes | None = None,
         spool_quota_bytes: int | None = None,
         memory_limit_bytes: int | None = None,
         handlers: Sequence[Any] | None = None,
@@ -97,15 +102,21 @@ class FlightWorker(flight.FlightServerBase):
             )
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("TLS needs both a certificate and its private key (tls_cert and tls_key)")
+        if tls_client_ca is not None and tls_cert is None:
+            raise ValueError(
+                "client certificates (tls_client_ca) need the worker to serve TLS: give tls_cert and tls_key"
+            )
         if memory_limit_bytes is not None and memory_limit_bytes <= 0:
             raise ValueError("memory_limit_bytes must be positive")
         if memory_limit_bytes is not None and session_builder and not accepts_runtime(session_builder):
             raise ValueError("memory_limit_bytes needs a session hook that accepts a `runtime` keyword")
-        cert, key = read_pem(tls_cert), read_pem(tls_key)
+        cert, key, client_ca = read_pem(tls_cert), read_pem(tls_key), read_pem(tls_client_ca)
         scheme = "grpc+tls" if cert else "grpc"
         super().__init__(
             f"{scheme}://{host}:{port}",
             tls_certificates=[flight.CertKeyPair(cert, key)] if cert else None,
+            verify_client=client_ca is not None,
+            root_certificates=client_ca,
             middleware={"auth": TokenServerMiddlewareFactory(auth_token)} if auth_token else None,
         )
         self.host = host
@@ -125,6 +136,8 @@ class FlightWorker(flight.FlightServerBase):
                 task_timeout=fetch_timeout,
                 auth_token=auth_token,
                 tls_root_certs=read_pem(tls_root_certs) or cert,
+                tls_client_cert=cert,
+                tls_client_key=key,
             )
         )
         self._stopped = threading.Event()
@@ -166,20 +179,28 @@ class FlightWorker(flight.FlightServerBase):
             raise flight.FlightServerError(f"refused message: {exc}") from exc
         except flight.FlightError:
             raise
-        except Exception as exc:  # never a bare Python traceback to the caller
+        except BaseException as exc:  # never a bare Python traceback to the caller, even for a panic
+            if not is_failure(exc):
+                raise
             raise flight.FlightServerError(f"{action.type} failed: {type(exc).__name__}: {exc}") from exc
         raise flight.FlightServerError(f"unknown action {action.type!r}")
 
     def _output_path(self, ticket: bytes) -> str:
-        """The spool file a ticket names; it can only name a task output of this spool."""
+        """The real path of the spool file a ticket names. A ticket can only name a task output
+        of this spool, and it is served only from a regular file whose real path (links
+        resolved) lies inside the spool's real root: a link planted in the spool is refused."""
         try:
             t = decode_ticket(ticket)
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused ticket: {exc}") from exc
-        path = self.spool.output_path(t.query_id, t.stage, t.task, t.partition)
+        output = f"query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
+        path = os.path.realpath(self.spool.output_path(t.query_id, t.stage, t.task, t.partition))
         if not os.path.exists(path):
+            raise flight.FlightServerError(f"no output for {output}")
+        root = os.path.realpath(self.spool.root) + os.sep
+        if not path.startswith(root) or not os.path.isfile(path):
             raise flight.FlightServerError(
-                f"no output for query {t.query_id} stage {t.stage} task {t.task} partition {t.partition}"
+                f"refused output {output}: it is not a file inside this worker's spool (links resolved)"
             )
         return path
 
@@ -193,8 +214,10 @@ class FlightWorker(flight.FlightServerBase):
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.GeneratorStream:
         """Stream the batches of the task output file `ticket` names, from this worker's spool."""
         path = self._output_path(ticket.ticket)
-        source = pa.memory_map(path)
-        reader = pa.ipc.open_file(source)
+        try:
+            reader = pa.ipc.open_file(pa.memory_map(path))
+        except (OSError, pa.ArrowException) as exc:  # a clear error, never a worker traceback
+            raise flight.FlightServerError(f"could not read output file: {exc}") from exc
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
         return flight.GeneratorStream(reader.schema, batches)
 
@@ -259,8 +282,17 @@ class FlightWorker(flight.FlightServerBase):
                 cancelled=cancelled,
                 on_write=functools.partial(self.spool.charge, query_id),
             )
-        except BaseException as exc:
-            if not isinstance(exc, Exception) and not is_datafusion_panic(exc):
+            return TaskResult(
+                partitions=tuple(
+                    PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
+                ),
+                schema=output.schema,
+                seconds=time.perf_counter() - started,
+                fetched_bytes=fetched,
+                metrics=recorder.finish(plan),
+            )
+        except BaseException as exc:  # a panic inside DataFusion fails the task like any error
+            if not is_failure(exc):
                 raise
             log.warning("%s failed: %s", name, exc)
             lost = lost_worker(exc)
@@ -270,15 +302,6 @@ class FlightWorker(flight.FlightServerBase):
             self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
-        return TaskResult(
-            partitions=tuple(
-                PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
-            ),
-            schema=output.schema,
-            seconds=time.perf_counter() - started,
-            fetched_bytes=fetched,
-            metrics=recorder.finish(plan),
-        )
 
     def _task_session(self) -> SessionContext:
         """The session every task runs in: one per worker, so its memory pool bounds the worker
@@ -289,8 +312,8 @@ class FlightWorker(flight.FlightServerBase):
                 self._session = task_session(self._session_builder, self.memory_limit_bytes)
             return self._session
 
-    def _describe(self, exc: Exception) -> str:
-        text = str(exc)
+    def _describe(self, exc: BaseException) -> str:
+        text = failure_message(exc)
         if self.memory_limit_bytes is not None and "Resources exhausted" in text:
             return f"memory limit exceeded (the worker's limit is {self.memory_limit_bytes} bytes): {text}"
         return text
