@@ -1,7 +1,8 @@
 """Arrow Flight transport: the calls a coordinator or a worker makes to a worker.
 
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
-data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state).
+data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state),
+`heartbeat` (a coordinator's liveness probe, naming its queries the worker holds).
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
 `WorkerError` carrying the worker's message.
@@ -18,7 +19,15 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from .auth import connect_options, is_tls_failure
-from .messages import PROTOCOL_VERSION, RunTask, TaskResult, Ticket, decode_task_result, encode
+from .messages import (
+    PROTOCOL_VERSION,
+    Heartbeat,
+    RunTask,
+    TaskResult,
+    Ticket,
+    decode_task_result,
+    encode,
+)
 
 
 class WorkerUnreachable(ConnectionError):
@@ -163,6 +172,11 @@ class WorkerClient:
     def health(self) -> dict:
         """The worker's protocol version and spool state."""
         return json.loads(self._action("health", b"", self.settings.timeout))
+
+    def heartbeat(self, query_ids: tuple[str, ...], timeout: float) -> None:
+        """Probe that the worker answers within `timeout` seconds, naming the queries `query_ids`
+        it holds. Raises WorkerTimeout or WorkerUnreachable when it does not answer."""
+        self._action("heartbeat", encode(Heartbeat(tuple(query_ids))), timeout)
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         """The batches of one task output partition.
