@@ -1,5 +1,5 @@
 """Liveness: a worker that stops answering is found by the coordinator's probes within the
-liveness timeout and treated as lost."""
+liveness timeout and treated as lost; the probes renew the query's spool lease on the workers."""
 
 from __future__ import annotations
 
@@ -53,6 +53,19 @@ def test_a_silent_worker_is_lost_after_the_timeout_and_a_live_one_never(cluster,
     assert not monitor.lost(live)
     monitor.forget(QUERY)
     assert wait_for(lambda: monitor._thread is None), "the probing thread outlived its queries"
+
+
+def test_probes_renew_the_leases_of_the_queries_they_name(cluster):
+    worker = cluster.workers[1]
+    monitor = LivenessMonitor(ClientPool(ClientSettings(auth_token=cluster.auth_token)), timeout=0.4)
+    monitor.watch(QUERY, worker.url)
+    try:
+        assert wait_for(lambda: QUERY in worker.spool._leases)
+        first = worker.spool._leases[QUERY]
+        assert wait_for(lambda: worker.spool._leases[QUERY] > first), "the lease was not renewed"
+    finally:
+        monitor.forget(QUERY)
+        worker.spool.release(QUERY)
 
 
 class SendFirstTasksTo:

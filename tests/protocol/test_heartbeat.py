@@ -1,4 +1,4 @@
-"""The `heartbeat` action: validated like every message."""
+"""The `heartbeat` action: validated like every message, and renewing the leases it names."""
 
 from __future__ import annotations
 
@@ -45,11 +45,12 @@ def test_a_bad_heartbeat_is_refused_naming_the_field(message, reason):
         decode_heartbeat(message)
 
 
-def test_the_worker_answers_a_heartbeat_and_refuses_a_bad_one():
+def test_the_worker_renews_the_leases_a_heartbeat_names_and_refuses_a_bad_one():
     with EmbeddedCluster(1) as cluster:
         worker = cluster.workers[0]
         client = ClientPool(ClientSettings(auth_token=cluster.auth_token)).get(worker.url)
         client.heartbeat((QUERY,), timeout=10)
+        assert QUERY in worker.spool._leases
         with pytest.raises(WorkerError, match="refused message: query_id must match"):
             client.heartbeat(("../../etc",), timeout=10)
         client.close()

@@ -5,7 +5,7 @@
 - `scheduler`: QueryRun, one execution of a distributed plan: stages start when their inputs
   are complete, tasks are placed on workers, lost outputs are recomputed (`retry` decides what
   is tried again, and reports every lost worker once; `liveness` probes the workers in use, so
-  one that stops answering is lost after `liveness_timeout`).
+  one that stops answering is lost after `liveness_timeout`, and renews the queries' leases).
 - `head`: the end of a query in this process: the final stage run here or gathered
   (`gather`), streamed to the caller.
 - `lifecycle`: the run's events to the user's handlers and into its metrics;

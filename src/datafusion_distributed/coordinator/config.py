@@ -28,8 +28,8 @@ class DistributedConfig(PlanningSettings):
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.
         liveness_timeout: seconds a worker running a task of the query may leave the
             coordinator's probes (sent every quarter of it, at most every 5 s) unanswered before
-            it is treated as lost: its tasks rerun elsewhere and its outputs are recomputed.
-            Positive. Default 10.
+            it is treated as lost: its tasks rerun elsewhere and its outputs are recomputed. The
+            probes also renew the query's spool leases. Positive. Default 10.
         task_attempts: tries of a task whose worker was lost (the task reruns on another
             worker; outputs the lost worker held are recomputed). Errors of the query itself
             (bad SQL, a UDF raising) fail at once. At least 1. Default 3.

@@ -4,7 +4,8 @@ when a task's call times out.
 
 One `LivenessMonitor` serves every query of a coordinator. While a query runs, each worker it
 sent a task to gets a `heartbeat` every `interval` seconds naming the queries (of this
-coordinator) it holds data of. A worker whose probes have gone unanswered for longer than the
+coordinator) it holds data of, which also renews their spool leases there, so a worker's sweep
+never deletes a running query. A worker whose probes have gone unanswered for longer than the
 timeout is `lost`; the scheduler then treats it exactly like a worker whose connection failed.
 
 Probes run one at a time per worker, each bounded by the timeout; the thread sending them stops

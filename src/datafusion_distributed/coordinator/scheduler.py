@@ -118,7 +118,7 @@ class QueryRun:
         request = RoutingRequest(stage, task, attempt, tuple(live), self.query_id)
         worker = self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
         self.contacted.add(worker)  # before the task is sent, so a cancel never misses it
-        self.liveness.watch(self.query_id, worker)  # probed from now on
+        self.liveness.watch(self.query_id, worker)  # probed, and its lease renewed, from now on
         return worker
 
     def _given_up(self, worker: str) -> WorkerUnreachable | None:

@@ -2,7 +2,7 @@
 
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
 data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state),
-`heartbeat` (a coordinator's liveness probe, naming its queries the worker holds).
+`heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases).
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
 `WorkerError` carrying the worker's message.
@@ -174,8 +174,8 @@ class WorkerClient:
         return json.loads(self._action("health", b"", self.settings.timeout))
 
     def heartbeat(self, query_ids: tuple[str, ...], timeout: float) -> None:
-        """Probe that the worker answers within `timeout` seconds, naming the queries `query_ids`
-        it holds. Raises WorkerTimeout or WorkerUnreachable when it does not answer."""
+        """Probe that the worker answers within `timeout` seconds, renewing the spool leases of
+        `query_ids` there. Raises WorkerTimeout or WorkerUnreachable when it does not answer."""
         self._action("heartbeat", encode(Heartbeat(tuple(query_ids))), timeout)
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:

@@ -176,7 +176,7 @@ class Ticket:
 @dataclass(frozen=True)
 class Heartbeat:
     """A coordinator's liveness probe of a worker, naming the queries of that coordinator whose
-    data the worker holds or whose tasks it runs."""
+    data the worker holds or whose tasks it runs: their spool leases are renewed."""
 
     query_ids: tuple[str, ...]
 

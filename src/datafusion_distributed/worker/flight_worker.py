@@ -140,7 +140,7 @@ class FlightWorker(flight.FlightServerBase):
             ("release", "Delete a query's spool data"),
             ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
             ("health", "Version and spool state"),
-            ("heartbeat", "A coordinator's liveness probe, naming its queries this worker holds"),
+            ("heartbeat", "A coordinator's liveness probe; renews the spool leases of the queries it names"),
             ("read_output", "The bytes of one task output file, in chunks"),
         ]
 
@@ -163,7 +163,7 @@ class FlightWorker(flight.FlightServerBase):
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
             if action.type == "heartbeat":
-                decode_heartbeat(body)  # validated: the queries it names are not used yet
+                self.spool.renew(decode_heartbeat(body).query_ids)
                 return []
             if action.type == "read_output":
                 return self._file_chunks(self._output_path(body))
