@@ -21,6 +21,7 @@ INVALID = {
     "compression": "gzip",
     "connect_timeout": 0.0,
     "task_timeout": -1.0,
+    "liveness_timeout": 0.0,
     "task_attempts": 0,
     "query_timeout": 0.0,
 }
@@ -37,8 +38,8 @@ def test_defaults_are_the_documented_ones():
         "DistributedConfig(partitions_per_task=2, bytes_per_partition=16777216, cardinality_factor=1.0, "
         "max_tasks_per_stage=0, broadcast_inline_bytes=8388608, broadcast_total_rows=4000000, "
         "broadcast_total_bytes=134217728, embedded_workers=2, compression='auto', connect_timeout=30.0, "
-        "task_timeout=600.0, task_attempts=3, query_timeout=None, tls_root_certs=None, tls_client_cert=None, "
-        "tls_client_key=None)"
+        "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
+        "tls_root_certs=None, tls_client_cert=None, tls_client_key=None)"
     )
 
 

@@ -24,7 +24,7 @@ from datafusion_distributed.protocol.messages import (
     encode,
 )
 
-ACTIONS = ["run_task", "release", "cancel", "health", "read_output", "format_disk", ""]
+ACTIONS = ["run_task", "release", "cancel", "health", "heartbeat", "read_output", "format_disk", ""]
 QUERY_IDS = st.sampled_from(
     ["../../etc", "/etc/passwd", "..", ".", "a/b", "a\\b", "q\x00", "", "x" * 65, "ok_query-1", "é"]
 ) | st.text(max_size=80)

@@ -74,3 +74,49 @@ def test_a_new_spool_deletes_what_a_stopped_worker_left_being_deleted(tmp_path):
 
     wait_until_deleted(spool)
     assert not leftover.exists()
+
+
+def _age(spool: Spool, query_id: str, seconds: float) -> None:
+    """Make a query's folder look untouched for `seconds` (a running task writes deeper down,
+    which leaves the folder's own modification time alone)."""
+    long_ago = time.time() - seconds
+    os.utime(spool.query_dir(query_id), (long_ago, long_ago))
+
+
+def test_a_query_whose_lease_is_renewed_survives_the_sweep_past_the_ttl(tmp_path):
+    spool = Spool(str(tmp_path), ttl_seconds=60)
+    kept, swept = write(spool, QUERY), write(spool, OTHER)
+    _age(spool, QUERY, 3600)
+    _age(spool, OTHER, 3600)
+
+    spool.renew([QUERY])  # its coordinator still runs it
+
+    assert spool.sweep() == [OTHER]
+    assert spool.files() == [kept] and not os.path.exists(swept)
+    # the lease runs from the renewal: unrenewed for longer than the TTL, the query goes
+    assert spool.sweep(now=time.time() + 30) == []
+    assert spool.sweep(now=time.time() + 61) == [QUERY]
+    wait_until_deleted(spool)
+
+
+def test_a_query_whose_task_is_writing_is_not_swept(tmp_path):
+    spool = Spool(str(tmp_path), ttl_seconds=60)
+    write(spool, QUERY)
+    _age(spool, QUERY, 3600)
+
+    spool.charge(QUERY, 100)  # a task of it wrote a batch just now
+
+    assert spool.sweep() == []
+    assert spool.sweep(now=time.time() + 61) == [QUERY]
+    wait_until_deleted(spool)
+
+
+def test_a_released_query_forgets_its_lease(tmp_path):
+    spool = Spool(str(tmp_path), ttl_seconds=60)
+    spool.renew([QUERY])
+    spool.release(QUERY)
+    write(spool, QUERY)  # a straggler's output, after the release
+    _age(spool, QUERY, 3600)
+
+    assert spool.sweep() == [QUERY]
+    wait_until_deleted(spool)

@@ -4,7 +4,8 @@
   copy of the user's session) and makes DistributedDataFrames (`dataframe`).
 - `scheduler`: QueryRun, one execution of a distributed plan: stages start when their inputs
   are complete, tasks are placed on workers, lost outputs are recomputed (`retry` decides what
-  is tried again, and reports every lost worker once).
+  is tried again, and reports every lost worker once; `liveness` probes the workers in use, so
+  one that stops answering is lost after `liveness_timeout`, and renews the queries' leases).
 - `head`: the end of a query in this process: the final stage run here or gathered
   (`gather`), streamed to the caller; a worker lost while it is read is recovered as long as
   nothing read was handed out (ResultStreamLost otherwise).

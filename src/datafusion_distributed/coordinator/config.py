@@ -26,6 +26,10 @@ class DistributedConfig(PlanningSettings):
         connect_timeout: seconds to wait for a worker to answer a short call. Positive.
             Default 30.
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.
+        liveness_timeout: seconds a worker running a task of the query may leave the
+            coordinator's probes (sent every quarter of it, at most every 5 s) unanswered before
+            it is treated as lost: its tasks rerun elsewhere and its outputs are recomputed. The
+            probes also renew the query's spool leases. Positive. Default 10.
         task_attempts: tries of a task whose worker was lost (the task reruns on another
             worker; outputs the lost worker held are recomputed). Errors of the query itself
             (bad SQL, a UDF raising) fail at once. At least 1. Default 3.
@@ -56,6 +60,7 @@ class DistributedConfig(PlanningSettings):
     compression: str | None = "auto"
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
+    liveness_timeout: float = 10.0
     task_attempts: int = 3
     query_timeout: float | None = None
     auth_token: str | None = field(default_factory=token_from_env, repr=False)
@@ -70,6 +75,7 @@ class DistributedConfig(PlanningSettings):
         require(self.compression in codecs, "compression", "None, 'lz4', 'zstd' or 'auto'", self.compression)
         require(self.connect_timeout > 0, "connect_timeout", "positive", self.connect_timeout)
         require(self.task_timeout > 0, "task_timeout", "positive", self.task_timeout)
+        require(self.liveness_timeout > 0, "liveness_timeout", "positive", self.liveness_timeout)
         require(self.task_attempts >= 1, "task_attempts", "at least 1", self.task_attempts)
         timeout = self.query_timeout
         require(timeout is None or timeout > 0, "query_timeout", "positive (or None for no limit)", timeout)

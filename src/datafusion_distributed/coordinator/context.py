@@ -22,6 +22,7 @@ from ..protocol.resolver import StaticResolver, WorkerResolver
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
 from .errors import QueryFailed
+from .liveness import LivenessMonitor
 
 if TYPE_CHECKING:
     from .. import EmbeddedCluster
@@ -150,6 +151,7 @@ class DistributedContext:
                 tls_client_key=read_pem(self.config.tls_client_key),
             )
         )
+        self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
         self._planning: tuple[tuple[str, int], SessionContext] | None = None
         self._planning_lock = threading.Lock()
         self._head_session: SessionContext | None = None

@@ -302,6 +302,7 @@ class DistributedDataFrame:
             task_attempts=self._dctx.config.task_attempts,
             handlers=handlers,
             local_spools=self._dctx.local_spools(),
+            liveness=self._dctx.liveness,
         )
         stream = self._cancellable(run, on_restart)
         try:

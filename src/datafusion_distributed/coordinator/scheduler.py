@@ -2,10 +2,10 @@
 stages run at once, tasks spread over workers, and the final stage streams the result.
 
 Stages are materialised, so a lost worker costs only its work: a task that fails because a
-worker is unreachable is retried on another worker, and outputs the lost worker held are first
-recomputed from their inputs (lineage). Any other error fails the query at once. A query's
-spool data is released, on every worker it sent a task to, when the query ends, fails or is
-abandoned.
+worker is unreachable, or whose worker stops answering liveness probes (`liveness`), is retried
+on another worker, and outputs the lost worker held are first recomputed from their inputs
+(lineage). Any other error fails the query at once. A query's spool data is released, on every
+worker it sent a task to, when the query ends, fails or is abandoned.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.session import task_session
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..protocol.flight import ClientPool
+from ..protocol.flight import ClientPool, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult
 from .cancellation import POLL_SECONDS, CancelScope
 from .errors import QueryFailed, as_query_failure
 from .head import WORKER_ERRORS, HeadStage
 from .inputs import exchange_schema, input_groups, needs_single_task
 from .lifecycle import QueryCollector
+from .liveness import LivenessMonitor
 from .retry import RetryPolicy
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -41,7 +42,8 @@ log = logging.getLogger("datafusion_distributed.coordinator")
 class QueryRun:
     """One execution of a distributed plan over a list of workers: the stage DAG, where each
     task runs, and what is retried when a worker is lost. The final stage's result comes from
-    `HeadStage`; failures go through one `RetryPolicy`."""
+    `HeadStage`; failures go through one `RetryPolicy`; `liveness` (the coordinator's monitor,
+    or one of the run's own) says which workers stopped answering."""
 
     def __init__(
         self,
@@ -53,6 +55,7 @@ class QueryRun:
         task_attempts: int = 3,
         handlers: HandlerChain | None = None,
         local_spools: Sequence[str] = (),
+        liveness: LivenessMonitor | None = None,
     ):
         if not workers:
             raise ValueError("no workers to run the query on")
@@ -73,6 +76,7 @@ class QueryRun:
         self.events = QueryCollector(self.query_id, self.handlers)  # lifecycle events and metrics
         self.metrics = self.events.metrics
         self.retry = RetryPolicy(task_attempts, self.events)
+        self.liveness = liveness or LivenessMonitor(clients)
         self.head = HeadStage(self)
 
     @property
@@ -114,7 +118,21 @@ class QueryRun:
         request = RoutingRequest(stage, task, attempt, tuple(live), self.query_id)
         worker = self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
         self.contacted.add(worker)  # before the task is sent, so a cancel never misses it
+        self.liveness.watch(self.query_id, worker)  # probed, and its lease renewed, from now on
         return worker
+
+    def _given_up(self, worker: str) -> WorkerUnreachable | None:
+        """Why the task calls to `worker` should no longer be waited for, if they should not: it
+        was found lost in this query, or it has stopped answering liveness probes."""
+        if worker in self.dead:
+            return WorkerUnreachable(worker, "lost earlier in this query")
+        return self.liveness.unreachable(worker) if self.liveness.lost(worker) else None
+
+    def _after_failure(self, exc: BaseException, attempt: int, what: str) -> None:
+        """`RetryPolicy.after_failure`, then stop probing the workers it found lost."""
+        self.retry.after_failure(exc, attempt, what)
+        for worker in self.dead:
+            self.liveness.forget(self.query_id, worker)
 
     # -- running stages ---------------------------------------------------------------------
     def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
@@ -129,6 +147,16 @@ class QueryRun:
             compression=self.compression,
         )
         return self.clients.get(worker).run_task(message)
+
+    def _run_watched(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> TaskResult:
+        """`_run_task`, given up on when the query is cancelled or the worker stops answering
+        (it then fails as a lost worker; a late answer of the call is never read)."""
+        future = kept_threads.submit(self._run_task, stage, task, worker, attempt)
+        while not wait([future], timeout=POLL_SECONDS).done:
+            self.cancel_scope.check()
+            if (lost := self._given_up(worker)) is not None:
+                raise lost
+        return future.result()
 
     def _start_stage(self, stage: Stage) -> dict[Future, tuple[Stage, int]]:
         tasks = self.tasks_run[stage.id] = self.tasks_of(stage)
@@ -166,28 +194,39 @@ class QueryRun:
                     try:
                         result = future.result()
                     except WORKER_ERRORS as exc:
-                        attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
-                        self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
-                        what = f"stage {stage.id} task {index} on {worker}"
-                        self.retry.after_failure(exc, attempt, what)
-                        self.recompute_lost_outputs()
-                        task = self.tasks_run[stage.id][index]
-                        retry = self._worker_for(stage, index, attempt)
-                        self.placement[stage.id][index] = retry
-                        self.events.task_started(stage.id, index, retry, attempt)
-                        retried = kept_threads.submit(self._run_task, stage, task, retry, attempt)
-                        running[retried] = (stage, index)
+                        running[self._retry_task(stage, index, worker, exc, attempts)] = (stage, index)
                         continue
                     partial[stage.id][index] = result = self.events.task_finished(
                         stage.id, index, worker, attempts.get((stage.id, index), 0), result
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
+                for future, (stage, index) in list(running.items()):
+                    worker = self.placement[stage.id][index]
+                    lost = None if future.done() else self._given_up(worker)  # an answer in is read next turn
+                    if lost is not None:
+                        del running[future]  # stop waiting: a late answer is never read
+                        running[self._retry_task(stage, index, worker, lost, attempts)] = (stage, index)
         finally:
             for future in running:
                 future.cancel()  # not started yet: never will
             # Stopped early (cancelled, failed): `execute` releases the query at once, which
             # stops the tasks still running; their calls end then, and nobody waits for them.
+
+    def _retry_task(
+        self, stage: Stage, index: int, worker: str, exc: BaseException, attempts: dict[tuple[int, int], int]
+    ) -> Future:
+        """Try task `index` of `stage` again on another worker after `exc` ended its try on
+        `worker` (lost outputs are recomputed first), or raise QueryFailed."""
+        attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+        self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
+        self._after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
+        self.recompute_lost_outputs()
+        task = self.tasks_run[stage.id][index]
+        retry = self._worker_for(stage, index, attempt)
+        self.placement[stage.id][index] = retry
+        self.events.task_started(stage.id, index, retry, attempt)
+        return kept_threads.submit(self._run_task, stage, task, retry, attempt)
 
     def recompute_lost_outputs(self) -> None:
         """Rerun, on live workers, completed tasks whose outputs were on lost workers (lineage).
@@ -201,12 +240,12 @@ class QueryRun:
                     attempt += 1
                     worker = self._worker_for(stage, task.index, attempt)
                     try:
-                        self.results[stage.id][task.index] = self._run_task(stage, task, worker, attempt)
+                        self.results[stage.id][task.index] = self._run_watched(stage, task, worker, attempt)
                         self.placement[stage.id][task.index] = worker
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
                     except WORKER_ERRORS as exc:
                         what = f"recomputing stage {stage.id} task {task.index}"
-                        self.retry.after_failure(exc, attempt, what)
+                        self._after_failure(exc, attempt, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
@@ -261,10 +300,14 @@ class QueryRun:
 
     def release(self) -> None:
         """Delete this query's data on the workers it ran tasks on, all at once. A query run
-        wholly in the coordinator calls no worker; lost workers are left to their TTL sweep.
+        wholly in the coordinator calls no worker. Lost workers are sent it too, in the
+        background (one may have come back), without waiting; their TTL sweep is the backstop.
 
         Sent as `cancel`, which also stops any task of the query still running (after an error,
         a cancellation or an early close) and refuses late ones."""
+        self.liveness.forget(self.query_id)
+        for url in sorted(self.contacted & self.dead):
+            kept_threads.submit(self._cancel_on, url)  # bounded by connect_timeout; errors ignored
         live = sorted(self.contacted - self.dead)
         for url, error in zip(live, map_concurrently(self._cancel_on, live, len(live)), strict=True):
             if error is not None:

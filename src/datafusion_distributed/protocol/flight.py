@@ -1,7 +1,8 @@
 """Arrow Flight transport: the calls a coordinator or a worker makes to a worker.
 
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
-data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state).
+data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state),
+`heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases).
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
 `WorkerError` carrying the worker's message; a copy this side cannot write raises
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
-from .messages import PROTOCOL_VERSION, RunTask, TaskResult, Ticket, decode_task_result, encode
+from .messages import PROTOCOL_VERSION, Heartbeat, RunTask, TaskResult, Ticket, decode_task_result, encode
 
 
 class WorkerUnreachable(ConnectionError):
@@ -192,6 +193,11 @@ class WorkerClient:
     def health(self) -> dict:
         """The worker's protocol version and spool state."""
         return json.loads(self._action("health", b"", self.settings.timeout))
+
+    def heartbeat(self, query_ids: tuple[str, ...], timeout: float) -> None:
+        """Probe that the worker answers within `timeout` seconds, renewing the spool leases of
+        `query_ids` there. Raises WorkerTimeout or WorkerUnreachable when it does not answer."""
+        self._action("heartbeat", encode(Heartbeat(tuple(query_ids))), timeout)
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         """The batches of one task output partition.

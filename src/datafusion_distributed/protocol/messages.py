@@ -22,6 +22,7 @@ PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_PLAN_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
+MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
 _OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
@@ -172,6 +173,14 @@ class Ticket:
     partition: int
 
 
+@dataclass(frozen=True)
+class Heartbeat:
+    """A coordinator's liveness probe of a worker, naming the queries of that coordinator whose
+    data the worker holds or whose tasks it runs: their spool leases are renewed."""
+
+    query_ids: tuple[str, ...]
+
+
 def _encode(obj: Any) -> Any:
     if isinstance(obj, bytes):
         return _b64(obj)
@@ -303,6 +312,13 @@ def decode_ticket(data: bytes) -> Ticket:
         task=_int(body["task"], "task", high=1 << 20),
         partition=_int(body["partition"], "partition", high=1 << 20),
     )
+
+
+def decode_heartbeat(data: bytes) -> Heartbeat:
+    """A validated Heartbeat from message bytes; ProtocolError names the first bad field."""
+    body = _load(data, {f.name for f in fields(Heartbeat)})
+    ids = _list(body["query_ids"], "query_ids", MAX_HEARTBEAT_QUERIES)
+    return Heartbeat(tuple(check_query_id(query_id) for query_id in ids))
 
 
 def decode_query_id(data: bytes) -> str:

@@ -34,6 +34,7 @@ from ..protocol.messages import (
     ProtocolError,
     RunTask,
     TaskResult,
+    decode_heartbeat,
     decode_query_id,
     decode_run_task,
     decode_ticket,
@@ -152,6 +153,7 @@ class FlightWorker(flight.FlightServerBase):
             ("release", "Delete a query's spool data"),
             ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
             ("health", "Version and spool state"),
+            ("heartbeat", "A coordinator's liveness probe; renews the spool leases of the queries it names"),
             ("read_output", "The bytes of one task output file, in chunks"),
         ]
 
@@ -173,6 +175,9 @@ class FlightWorker(flight.FlightServerBase):
                 return []
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
+            if action.type == "heartbeat":
+                self.spool.renew(decode_heartbeat(body).query_ids)
+                return []
             if action.type == "read_output":
                 return self._file_chunks(self._output_path(body))
         except ProtocolError as exc:

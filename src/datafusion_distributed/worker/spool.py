@@ -1,8 +1,10 @@
 """A worker's spool: the folder holding task outputs and fetched inputs, one folder per query.
 
 Paths are always built from validated integers and query ids, never from message text, so a
-ticket cannot name a file outside the spool. Queries left behind by a dead coordinator are
-removed by `sweep` once older than the TTL. A released query's folder leaves the spool at once
+ticket cannot name a file outside the spool. Each query holds a lease, renewed by its
+coordinator's heartbeats and by its tasks' activity (every batch written, every input fetched);
+`sweep` removes a query only once neither its lease nor its folder has been touched for the
+TTL, so it never deletes a running query, only those a dead coordinator left behind. A released query's folder leaves the spool at once
 (renamed into `.released/`) and is deleted on a background thread, so the coordinator's
 release call does not wait for the disk.
 
@@ -19,6 +21,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 
 from ..common.threads import kept_threads
 from ..protocol.messages import TaskKey, check_query_id
@@ -51,6 +54,7 @@ class Spool:
         self.quota_bytes = quota_bytes
         self._used: dict[str, int] = {}
         self._inputs: dict[TaskKey, int] = {}  # fetched bytes per task attempt
+        self._leases: dict[str, float] = {}  # query id -> time.time() of its last renewal
         self._lock = threading.Lock()
         self._released = os.path.join(self.root, RELEASED)
         os.makedirs(self.root, exist_ok=True)
@@ -87,6 +91,7 @@ class Spool:
     def charge(self, query_id: str, nbytes: int) -> None:
         """Count `nbytes` more against the quota for `query_id`, or raise SpoolQuotaExceeded."""
         with self._lock:  # called for every batch a task writes: add up only under a quota
+            self._leases[query_id] = time.time()  # a task of the query is at work
             if self.quota_bytes is not None and nbytes > 0:
                 used = sum(self._used.values())
                 if used + nbytes > self.quota_bytes:
@@ -102,12 +107,22 @@ class Spool:
         with self._lock:
             self._inputs[key] = self._inputs.get(key, 0) + nbytes
 
+    # -- leases -------------------------------------------------------------------------------
+    def renew(self, query_ids: Iterable[str]) -> None:
+        """Renew the leases of running queries (named by their coordinator's heartbeat): `sweep`
+        keeps their folders for another TTL from now."""
+        now = time.time()
+        with self._lock:
+            for query_id in query_ids:
+                self._leases[check_query_id(query_id)] = now
+
     # -- clean-up -----------------------------------------------------------------------------
     def release(self, query_id: str) -> None:
         """Take a query's data out of the spool now; its files are deleted in the background."""
         self._discard(self.query_dir(query_id))
         with self._lock:
             self._used.pop(query_id, None)
+            self._leases.pop(query_id, None)
             for key in [k for k in self._inputs if k.query_id == query_id]:
                 del self._inputs[key]
 
@@ -141,24 +156,29 @@ class Spool:
                 self._used[query_id] = max(0, self._used[query_id] - nbytes)
 
     def sweep(self, now: float | None = None) -> list[str]:
-        """Remove query folders untouched for longer than the TTL; return their ids."""
+        """Remove the query folders whose lease and folder were both untouched for longer than
+        the TTL; return their ids. Leases that ran out are forgotten."""
         now = time.time() if now is None else now
         removed = []
         for name in os.listdir(self.root):
             if name == RELEASED:
                 continue
             path = os.path.join(self.root, name)
-            try:
-                if now - os.path.getmtime(path) > self.ttl_seconds:
+            with self._lock:  # a renewal cannot slip in between the decision and the removal
+                try:
+                    touched = max(os.path.getmtime(path), self._leases.get(name, 0.0))
+                except FileNotFoundError:
+                    continue
+                if now - touched > self.ttl_seconds:
                     self._discard(path)
                     removed.append(name)
-            except FileNotFoundError:
-                continue
         with self._lock:
             for name in removed:
                 self._used.pop(name, None)
             for key in [k for k in self._inputs if k.query_id in removed]:
                 del self._inputs[key]
+            for query_id in [q for q, at in self._leases.items() if now - at > self.ttl_seconds]:
+                del self._leases[query_id]
         return removed
 
     def files(self) -> list[str]:
