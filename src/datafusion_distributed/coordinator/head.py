@@ -8,6 +8,7 @@ outputs are gathered here in task order.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
+from ..common import exits
 from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inputs, stream_partitions
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
@@ -40,6 +42,7 @@ class HeadStage:
     def __init__(self, run: QueryRun):
         self.run = run
         self._scratch: str | None = None  # where fetched inputs go, made on first use
+        self._scratch_exit_key: int | None = None
         self._scratch_lock = threading.Lock()
 
     def single_task(self) -> Iterator[pa.RecordBatch]:
@@ -83,6 +86,8 @@ class HeadStage:
         """Delete the inputs fetched here."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._scratch_exit_key is not None:
+            exits.forget(self._scratch_exit_key)
 
     def _inputs(self, task) -> tuple[list[ResolvedInput], TaskRecorder]:
         """Fetch the final stage's inputs here, recomputing any a lost worker held."""
@@ -111,10 +116,14 @@ class HeadStage:
 
     def _scratch_dir(self) -> str:
         """This query's folder for fetched inputs: most queries read theirs in place or run in
-        the coordinator alone, so it is made only when a file has to be copied here."""
+        the coordinator alone, so it is made only when a file has to be copied here. SIGTERM or
+        SIGHUP deletes it too, while a cluster is alive (see `common.exits`)."""
         with self._scratch_lock:
             if self._scratch is None:
                 self._scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
+                self._scratch_exit_key = exits.at_exit_signal(
+                    functools.partial(shutil.rmtree, self._scratch, ignore_errors=True)
+                )
             return self._scratch
 
     def _run_here(
