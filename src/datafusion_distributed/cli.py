@@ -11,6 +11,7 @@ import argparse
 import importlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -41,8 +42,42 @@ def _parent_gone(parent_pid: int) -> bool:
     return False
 
 
+# How long a stopping worker waits for the calls in progress. Not for a running task to end: once
+# the worker is gone its outputs cannot be read, so its coordinator reruns the task elsewhere.
+STOP_SECONDS = 1.0
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """The signals that stop a worker: SIGTERM, SIGINT, and SIGHUP unless it is ignored (nohup)."""
+    hangup = getattr(signal, "SIGHUP", None)
+    keep_hangup = hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN
+    return [signal.SIGTERM, signal.SIGINT] + ([hangup] if keep_hangup else [])
+
+
+def _stop(worker, seconds: float) -> bool:
+    """Stop serving, waiting up to `seconds` for the calls in progress; whether they all ended."""
+    stopper = threading.Thread(target=worker.stop, name="worker-stop", daemon=True)
+    stopper.start()
+    stopper.join(seconds)
+    return not stopper.is_alive()
+
+
+def _remove_spool(spool: str, shared_root: str | None) -> None:
+    """Delete a worker's spool folder, and the shared spool root if that left it empty."""
+    shutil.rmtree(spool, ignore_errors=True)
+    if shared_root:
+        try:
+            os.rmdir(shared_root)  # only ever removes an empty folder: the last worker's
+        except OSError:
+            pass
+
+
 def run_worker(args: argparse.Namespace) -> int:
-    """`worker`: serve a FlightWorker until SIGTERM, SIGINT or the end of `--parent-pid`."""
+    """`worker`: serve a FlightWorker until SIGTERM, SIGINT, SIGHUP or the end of `--parent-pid`.
+
+    Calls still in progress `STOP_SECONDS` after that (running tasks) are abandoned: their
+    coordinator takes the worker for lost. A spool folder the worker made itself, or any with
+    `--remove-spool-on-exit`, is deleted as it exits."""
     from .protocol.auth import TOKEN_ENV, token_from_env
     from .worker.flight_worker import FlightWorker
 
@@ -69,14 +104,24 @@ def run_worker(args: argparse.Namespace) -> int:
     if token is None:
         print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _stop_signals():
         signal.signal(sig, lambda *_: stop.set())
     print(f"listening on {worker.url}", flush=True)
-    logging.getLogger(__name__).info("worker %s serving, spool %s", worker.url, worker.spool.root)
+    log = logging.getLogger(__name__)
+    log.info("worker %s serving, spool %s", worker.url, worker.spool.root)
     while not stop.wait(0.5):
         if args.parent_pid and _parent_gone(args.parent_pid):
+            log.info("process %d ended: stopping", args.parent_pid)
             break
-    worker.stop()
+    stopped = _stop(worker, STOP_SECONDS)
+    if args.spool_dir is None or args.remove_spool_on_exit:
+        _remove_spool(worker.spool.root, args.shared_spool_root)
+    if not stopped:  # a task still runs in a call the server would wait for: end now
+        log.warning("tasks still running after %ss: exiting without them", STOP_SECONDS)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
@@ -145,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run a worker serving Arrow Flight")
     worker.add_argument("--host", default="127.0.0.1")
     worker.add_argument("--port", type=int, default=50051, help="0 picks a free port")
-    worker.add_argument("--spool-dir", help="folder for task outputs (default: a new temporary folder)")
+    worker.add_argument(
+        "--spool-dir", help="folder for task outputs (default: a new temporary folder, deleted on exit)"
+    )
     worker.add_argument(
         "--spool-ttl", type=float, default=3600.0, help="seconds before abandoned data is swept"
     )
@@ -157,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--session-hook", help="module:function building the SessionContext the worker's tasks run in"
     )
     worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")
+    worker.add_argument(
+        "--remove-spool-on-exit",
+        action="store_true",
+        help="delete --spool-dir when the worker exits, and --shared-spool-root if that leaves it empty",
+    )
     worker.add_argument(
         "--auth-token",
         help="shared token coordinators must present (default: $DATAFUSION_DISTRIBUTED_TOKEN; "

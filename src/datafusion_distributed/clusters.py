@@ -9,6 +9,7 @@ other's task outputs from disk in place instead of fetching them over the networ
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import threading
 import time
 import weakref
 
+from .common import exits
 from .execution_plans.session import SessionBuilder
 from .protocol.auth import TOKEN_ENV, check_token, new_token
 from .worker.flight_worker import FlightWorker
@@ -58,7 +60,11 @@ class EmbeddedCluster:
         except BaseException:
             _stop_embedded(self.workers, self._root)
             raise
-        self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root)
+        # on SIGTERM or SIGHUP the process ends, and its workers with it: only the folder is left
+        exit_key = exits.at_exit_signal(
+            functools.partial(shutil.rmtree, self._root, ignore_errors=True), holds_handlers=True
+        )
+        self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root, exit_key)
 
     def get_urls(self) -> list[str]:
         """The workers' URLs: the cluster is a resolver."""
@@ -79,10 +85,12 @@ class EmbeddedCluster:
         self.close()
 
 
-def _stop_embedded(workers: list[FlightWorker], root: str) -> None:
+def _stop_embedded(workers: list[FlightWorker], root: str, exit_key: int | None = None) -> None:
     for worker in workers:
         worker.stop()
     shutil.rmtree(root, ignore_errors=True)
+    if exit_key is not None:
+        exits.forget(exit_key)
 
 
 class LocalCluster:
@@ -93,8 +101,9 @@ class LocalCluster:
         with LocalCluster(3) as cluster:
             dctx = DistributedContext(ctx, workers=cluster)
 
-    Workers are stopped on `close()`, on exit of the `with` block, at interpreter exit and on
-    Ctrl-C; each worker also exits by itself if this process dies. They get the cluster's token
+    Workers are stopped on `close()`, on exit of the `with` block, at interpreter exit, on
+    Ctrl-C, SIGTERM and SIGHUP; each worker also exits by itself, deleting its spool, if this
+    process dies (even by SIGKILL). They get the cluster's token
     (`auth_token`, random unless given) through their environment, never on a command line;
     `worker_args` are added to each worker's command line (e.g. `["--spool-quota-bytes", "1000"]`).
     """
@@ -118,8 +127,9 @@ class LocalCluster:
         )
         self.processes: list[subprocess.Popen] = []
         self.urls: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a signal's clean-up may interrupt close()
         atexit.register(self.close)
+        self._exit_key = exits.at_exit_signal(self.close, holds_handlers=True)
         try:
             for i in range(n):
                 self._start(os.path.join(self.spool_root, f"worker-{i}"), start_timeout)
@@ -133,6 +143,8 @@ class LocalCluster:
             "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
             "--parent-pid", str(os.getpid()), "--shared-spool-root", self.spool_root, *self.worker_args,
         ]  # fmt: skip
+        if self._own_root:  # a worker outliving this process deletes its spool, the last one the root
+            command.append("--remove-spool-on-exit")
         process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -189,6 +201,7 @@ class LocalCluster:
             if self._own_root:
                 shutil.rmtree(self.spool_root, ignore_errors=True)
         atexit.unregister(self.close)
+        exits.forget(self._exit_key)
 
     def __enter__(self) -> LocalCluster:
         return self

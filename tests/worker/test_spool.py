@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+from datafusion_distributed.protocol.messages import TaskKey
 from datafusion_distributed.worker.spool import RELEASED, Spool
 
 QUERY = "a" * 32
@@ -120,3 +121,19 @@ def test_a_released_query_forgets_its_lease(tmp_path):
 
     assert spool.sweep() == [QUERY]
     wait_until_deleted(spool)
+
+
+def test_a_new_spool_deletes_the_queries_a_previous_worker_left(tmp_path):
+    """A worker killed mid-query, then started again on its folder: nothing can read the old
+    outputs any more (they were served by the dead worker), so they go; other files stay."""
+    before = Spool(str(tmp_path))
+    write(before, QUERY)
+    inputs = before.inputs_dir(TaskKey(OTHER, 2, 0, 1))
+    os.makedirs(inputs)
+    (tmp_path / "notes.txt").write_text("not a query folder")
+
+    spool = Spool(str(tmp_path))
+
+    wait_until_deleted(spool)
+    assert spool.files() == [str(tmp_path / "notes.txt")]
+    assert sorted(os.listdir(tmp_path)) == sorted([RELEASED, "notes.txt"])

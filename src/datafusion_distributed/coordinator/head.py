@@ -12,6 +12,7 @@ read again from its start (ResultStreamLost when a stream had already handed bat
 
 from __future__ import annotations
 
+import functools
 import itertools
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
+from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
 from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inputs, stream_partitions
 from ..metrics.query_metrics import COORDINATOR
@@ -47,6 +49,7 @@ class HeadStage:
     def __init__(self, run: QueryRun):
         self.run = run
         self._scratch: str | None = None  # where fetched inputs go, made on first use
+        self._scratch_exit_key: int | None = None
         self._scratch_lock = threading.Lock()
 
     def single_task(self) -> Iterator[pa.RecordBatch]:
@@ -134,6 +137,8 @@ class HeadStage:
         """Delete the inputs fetched here."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._scratch_exit_key is not None:
+            exits.forget(self._scratch_exit_key)
 
     def _inputs(self, task) -> tuple[list[ResolvedInput], TaskRecorder]:
         """Fetch the final stage's inputs here, recomputing any a lost worker held."""
@@ -171,10 +176,14 @@ class HeadStage:
 
     def _scratch_dir(self) -> str:
         """This query's folder for fetched inputs: most queries read theirs in place or run in
-        the coordinator alone, so it is made only when a file has to be copied here."""
+        the coordinator alone, so it is made only when a file has to be copied here. SIGTERM or
+        SIGHUP deletes it too, while a cluster is alive (see `common.exits`)."""
         with self._scratch_lock:
             if self._scratch is None:
                 self._scratch = tempfile.mkdtemp(prefix="datafusion-distributed-head-")
+                self._scratch_exit_key = exits.at_exit_signal(
+                    functools.partial(shutil.rmtree, self._scratch, ignore_errors=True)
+                )
             return self._scratch
 
     def _run_here(

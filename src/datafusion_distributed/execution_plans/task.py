@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import wait
@@ -88,21 +87,23 @@ def unique_names(schema: pa.Schema) -> pa.Schema:
 
 _template_lock = threading.Lock()
 _templates: dict[bytes, bytes] = {}
+# An Arrow IPC file of no columns and no rows, shipped with the package (never written)
+EMPTY_ARROW_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "empty.arrow")
 
 
 def _arrow_scan_template(schema: pa.Schema) -> bytes:
-    """Plan bytes of a DataFusion Arrow IPC scan with `schema` (made from an empty file)."""
+    """Plan bytes of a DataFusion Arrow IPC scan with `schema`, whose files are to be replaced.
+
+    DataFusion plans a scan only over a file that exists: it is planned over `EMPTY_ARROW_FILE`
+    with `schema` given (planning reads the file's first bytes, not its schema), so making a
+    template writes nothing, and a process killed meanwhile leaves nothing behind."""
     key = schema.serialize().to_pybytes()
     with _template_lock:
         if key in _templates:
             return _templates[key]
-    with tempfile.TemporaryDirectory(prefix="datafusion-distributed-template-") as folder:
-        path = os.path.join(folder, "empty.arrow")
-        with pa.ipc.new_file(path, schema):
-            pass
-        ctx = SessionContext()
-        ctx.register_arrow("exchange_input", path)
-        template = ctx.table("exchange_input").execution_plan().to_bytes()
+    ctx = SessionContext()
+    ctx.register_arrow("exchange_input", EMPTY_ARROW_FILE, schema=schema)
+    template = ctx.table("exchange_input").execution_plan().to_bytes()
     with _template_lock:
         _templates[key] = template
     return template

@@ -13,6 +13,7 @@ Paths are built from validated integers and query ids only. An output is written
 fetched inputs go when the task attempt that read them ends; outputs stay until the coordinator
 releases (or cancels) the query, which moves its folder into `.released/` at once and deletes it
 in the background; folders a dead coordinator left behind are swept once their lease (renewed by
-the coordinator's heartbeats and by the query's task activity) is older than the TTL.
+the coordinator's heartbeats and by the query's task activity) is older than the TTL, and those
+an earlier worker on the same folder left are deleted when a worker starts on it.
 With a quota, every byte is charged to its query before it is written.
 """

@@ -6,7 +6,9 @@ coordinator's heartbeats and by its tasks' activity (every batch written, every 
 `sweep` removes a query only once neither its lease nor its folder has been touched for the
 TTL, so it never deletes a running query, only those a dead coordinator left behind. A released query's folder leaves the spool at once
 (renamed into `.released/`) and is deleted on a background thread, so the coordinator's
-release call does not wait for the disk.
+release call does not wait for the disk. A new spool deletes, the same way, what a previous
+worker left in its folder: the query folders and `.released/` (no coordinator can read them
+any more: they were served by that worker, which is gone).
 
 With a quota, every byte a task writes (outputs) or fetches (inputs) is charged to its query
 before it lands on disk, and given back when the query is released or swept (or, for fetched
@@ -24,7 +26,7 @@ import uuid
 from collections.abc import Iterable
 
 from ..common.threads import kept_threads
-from ..protocol.messages import TaskKey, check_query_id
+from ..protocol.messages import ProtocolError, TaskKey, check_query_id
 
 RELEASED = ".released"  # folders of released queries, being deleted
 
@@ -37,6 +39,14 @@ def query_files(root: str) -> list[str]:
         subfolders[:] = [name for name in subfolders if name != RELEASED]
         found.extend(os.path.join(folder, name) for name in names)
     return found
+
+
+def _is_query_id(name: str) -> bool:
+    try:
+        check_query_id(name)
+    except ProtocolError:
+        return False
+    return True
 
 
 class SpoolQuotaExceeded(RuntimeError):
@@ -58,9 +68,18 @@ class Spool:
         self._lock = threading.Lock()
         self._released = os.path.join(self.root, RELEASED)
         os.makedirs(self.root, exist_ok=True)
-        if os.path.isdir(self._released):  # left by a worker that stopped while deleting
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Delete what an earlier worker on this folder left (it stopped, or was killed, before
+        its queries were released): its queries' folders, and those it was deleting."""
+        if os.path.isdir(self._released):
             for name in os.listdir(self._released):
                 kept_threads.submit(shutil.rmtree, os.path.join(self._released, name), ignore_errors=True)
+        for name in os.listdir(self.root):
+            path = os.path.join(self.root, name)
+            if _is_query_id(name) and os.path.isdir(path):
+                self._discard(path)
 
     def query_dir(self, query_id: str) -> str:
         """The folder of one query's data (the query id is validated first)."""
