@@ -2,9 +2,10 @@
 per-query timeout (`DistributedConfig.query_timeout`).
 
 The thread running a query asks its `CancelScope` at least every `POLL_SECONDS` while it waits
-for tasks, and before every result batch; once cancelled (or past the deadline) it raises
-`QueryCancelled` (`QueryTimedOut`), and the coordinator tells every worker to cancel the query:
-running tasks stop at their next batch and the query's spool data is deleted.
+for tasks or for the final stage's next batch, and before every result batch; once cancelled
+(or past the deadline) it raises `QueryCancelled` (`QueryTimedOut`), and the coordinator tells
+every worker to cancel the query: running tasks abort their work within a fraction of a second
+(see `execution_plans.task`) and the query's spool data is deleted.
 """
 
 from __future__ import annotations
