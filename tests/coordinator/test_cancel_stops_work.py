@@ -93,3 +93,27 @@ def test_a_stopped_query_frees_the_cpu_and_close_returns(ctx, how):
         closed = time.monotonic() - started
     assert closed < 5
 
+
+@pytest.mark.timeout(300)
+def test_close_stops_the_work_of_a_query_still_running(ctx):
+    """close() from another thread while a query runs: the embedded workers stop its tasks
+    rather than wait for them, and the query fails in its own thread."""
+    dctx = DistributedContext(ctx, config=DistributedConfig(bytes_per_partition=64 * 1024))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            dctx.sql(HEAVY_SQL).to_pylist()
+        except BaseException as exc:  # recorded for the assertion below
+            errors.append(exc)
+
+    query = threading.Thread(target=run, daemon=True)
+    query.start()
+    time.sleep(STOP_AFTER)
+    started = time.monotonic()
+    dctx.close()
+    assert time.monotonic() - started < 5
+    query.join(10)
+    assert not query.is_alive() and errors, "the query did not end when its workers were stopped"
+    busy = busy_until_idle(windows=4)
+    assert busy[-1] < IDLE_CORES, f"cores still busy in each second after close(): {busy}"
