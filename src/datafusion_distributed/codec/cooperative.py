@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .fields import COOPERATIVE, COOPERATIVE_INPUT
-from .splice import replace_subtree, subtree_offsets
-from .wire import encode_len_field
+from .wire import LEN, WireError, encode_len_field, iter_fields
+
+Span = tuple[int, int]  # [start, end) in the plan's bytes
 
 
 def cooperative(subtree: bytes) -> bytes:
@@ -22,16 +23,41 @@ def cooperative(subtree: bytes) -> bytes:
 
 def wrap_cooperative(plan: bytes, subtrees: Iterable[bytes]) -> bytes:
     """`plan` with every copy of each of `subtrees` (the plan itself included) wrapped in a
-    CooperativeExec. Raises SpliceError or WireError when the plan cannot be read.
+    CooperativeExec, nested copies too.
 
-    A wrapped copy still holds its subtree (as the wrapper's input), so copies keep their count
-    and order while they are wrapped one by one; enclosing subtrees go first, as wrapping one
-    inside them would change their bytes."""
-    for subtree in sorted(set(subtrees), key=len, reverse=True):
-        wrapped = cooperative(subtree)
-        if plan == subtree:
-            plan = wrapped
+    A copy is a field whose whole payload is the subtree, as for `replace_subtree`. The plan is
+    rebuilt in one pass that descends only into fields holding a copy."""
+    spans: set[Span] = set()
+    for subtree in set(subtrees):
+        pos = plan.find(subtree)
+        while pos != -1:  # candidates: a match inside other bytes is never a field's payload
+            spans.add((pos, pos + len(subtree)))
+            pos = plan.find(subtree, pos + 1)
+    inside = _wrapped_within(plan, 0, spans - {(0, len(plan))})
+    return cooperative(inside) if (0, len(plan)) in spans else inside
+
+
+def _wrapped_within(message: bytes, base: int, spans: set[Span]) -> bytes:
+    """`message` (at offset `base` of the plan) with each field whose payload is at one of
+    `spans` wrapped, at any depth; payloads that are not messages are left as they are."""
+    if not spans:
+        return message
+    pieces: list[bytes] = []
+    last = 0
+    try:
+        fields = list(iter_fields(message))
+    except WireError:
+        return message
+    for field in fields:
+        start, end = base + field.payload_start, base + field.end
+        within = {s for s in spans if start <= s[0] and s[1] <= end}
+        if field.wire_type != LEN or not within:
             continue
-        for occurrence in range(len(subtree_offsets(plan, subtree))):
-            plan = replace_subtree(plan, subtree, wrapped, occurrence)
-    return plan
+        payload = message[field.payload_start : field.end]
+        new = _wrapped_within(payload, start, within - {(start, end)})
+        if (start, end) in within:
+            new = cooperative(new)
+        if new is not payload:
+            pieces += [message[last : field.start], encode_len_field(field.number, new)]
+            last = field.end
+    return b"".join([*pieces, message[last:]]) if pieces else message

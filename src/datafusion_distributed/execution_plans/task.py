@@ -181,6 +181,8 @@ def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInp
 def _with_yield_points(ctx: SessionContext, built: ExecutionPlan, raw: bytes) -> ExecutionPlan:
     """`built` (deserialised from `raw`) with each join under a CooperativeExec; `built` itself
     when it has no join, or when that fails (it then stops only when its joins yield)."""
+    if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
+        return built
     try:
         joins = [node.raw for node in PlanNode.from_plan(built, raw).walk() if is_join(node.name)]
         if not joins:
