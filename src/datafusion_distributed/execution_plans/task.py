@@ -4,31 +4,34 @@ Used by workers for every task and by the coordinator for a single-task final st
 query runs the same code whether its stages run in one process or across many. It knows
 nothing of the network: inputs arrive as local files, found by a `locate` callable.
 
-A task can be stopped while DataFusion works, not only between batches. Its partitions are
-read with DataFusion's async iterator on a private event loop, and the wait for each batch is
-interrupted by the task's check (at least every `POLL_SECONDS`): that drops the Rust future,
-and the stream is then dropped, which aborts the tokio tasks DataFusion spawned for it. An
-aborted tokio task stops only when it next yields, and a join can work for minutes without
-yielding (it emits rows into its consumer within one poll), so a task runs every join of its
-plan under a CooperativeExec, which makes the join's consumer yield every so many batches.
+A task can be stopped while DataFusion works, not only between batches. A thread waiting in
+DataFusion's `next()` for a batch is watched: its task's check runs every `POLL_SECONDS`, and
+when it raises, the thread is sent an exception, which DataFusion sees within a second (it runs
+Python code in a waiting thread once a second, to notice Ctrl-C); the wait then ends, which
+drops the Rust future, and the stream is dropped, which aborts the tokio tasks DataFusion
+spawned for it. (DataFusion's async iterator can be cancelled more directly, but each batch
+then costs a round trip between threads: TPC-H ran 10-15% slower.) An aborted tokio task stops
+only when it next yields, and a join can work for minutes without yielding (it emits rows into
+its consumer within one poll), so a task runs every join of its plan under a CooperativeExec,
+which makes the join's consumer yield every so many batches.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import ctypes
 import logging
 import os
 import queue
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from datafusion import RecordBatch, RecordBatchStream, SessionContext
+from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
@@ -213,7 +216,96 @@ def added_yield_point(plan: ExecutionPlan, line: str) -> ExecutionPlan | None:
     return None
 
 
-POLL_SECONDS = 0.1  # how often a task's check runs while it waits for a batch
+POLL_SECONDS = 0.1  # how often the checks of tasks waiting for a batch are run
+
+
+class _Interrupt(BaseException):
+    """Raised in a thread waiting for DataFusion's next batch, to abandon the wait. A
+    BaseException, so that a UDF's `except Exception` running in that thread lets it through."""
+
+
+def _set_async_exc(thread: int, exc: type[BaseException] | None) -> None:
+    """Have `thread` raise `exc` at its next Python instruction (None: forget a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc else None)
+
+
+class _Wait:
+    """A partition being read: the watchdog may interrupt the thread reading it only while that
+    thread is inside DataFusion's `next()` (`inside`), and once."""
+
+    def __init__(self, check: Callable[[], None]):
+        self.thread = 0  # the thread inside `next()`
+        self.check = check
+        self.lock = threading.Lock()
+        self.inside = False
+        self.interrupted = False
+
+    def enter(self) -> None:
+        with self.lock:
+            self.thread = threading.get_ident()
+            self.inside = True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.inside = False
+            if self.interrupted:  # raised already, or still pending: never outside the wait
+                _set_async_exc(self.thread, None)
+
+    def poll(self) -> None:
+        """Run the check; if it raises while the thread waits, interrupt the wait."""
+        if self.interrupted:
+            return
+        try:
+            self.check()
+        except BaseException:  # the thread runs the check itself once interrupted
+            with self.lock:
+                if self.inside and not self.interrupted:
+                    self.interrupted = True
+                    _set_async_exc(self.thread, _Interrupt)
+
+
+class _Watchdog:
+    """One thread that polls every wait for a batch every POLL_SECONDS while there is one."""
+
+    def __init__(self) -> None:
+        self._waits: set[_Wait] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._idle = False  # waiting for a first wait (otherwise it finds new ones as it polls)
+
+    def watch(self, check: Callable[[], None]) -> _Wait:
+        waiting = _Wait(check)
+        with self._changed:
+            self._waits.add(waiting)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="batch-wait-watchdog", daemon=True)
+                self._thread.start()
+            if self._idle:
+                self._changed.notify()
+        return waiting
+
+    def forget(self, waiting: _Wait) -> None:
+        with self._changed:
+            self._waits.discard(waiting)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._waits:
+                    self._idle = True
+                    self._changed.wait()
+                    self._idle = False
+                waits = list(self._waits)
+            for waiting in waits:
+                try:
+                    waiting.poll()
+                except Exception as exc:  # never let the watchdog die: the wait runs on
+                    log.warning("could not interrupt a wait for a batch: %s", exc)
+            time.sleep(POLL_SECONDS)
+
+
+_watchdog = _Watchdog()
+_INTERRUPTED = object()
 
 
 def stream_partition(
@@ -225,65 +317,50 @@ def stream_partition(
     """The batches of one output partition of `plan`, run in `ctx`, as they are produced.
 
     `check` is called before every batch and, while DataFusion works on the next one, every
-    `POLL_SECONDS`; when it raises, the partition's work is aborted (see the module's
-    docstring) and the exception propagates. Closing the iterator aborts it too."""
-    stream: RecordBatchStream | None = ctx.execute(plan, partition)
-    if check is None:  # nothing can stop it but closing it, between batches
-        try:
-            for batch in stream:
-                yield batch.to_pyarrow()
-        finally:
-            stream = None  # a traceback may keep this frame: drop the stream now
-        return
-    loop = asyncio.new_event_loop()
+    `POLL_SECONDS` from another thread; when it raises, the wait is abandoned (within a second:
+    DataFusion runs Python code in a waiting thread once a second), the partition's work is
+    aborted (see the module's docstring) and the check's exception propagates. Closing the
+    iterator aborts the work too."""
+    stream = ctx.execute(plan, partition)
+    # The binding's own stream: an exception's traceback then holds no frame of the wrapper's
+    # `__next__`, which would keep the stream, and its work, alive as long as the exception.
+    held = [getattr(stream, "rbs", stream)]
+    del stream
+    waiting = None if check is None else _watchdog.watch(check)
     try:
         while True:
-            check()
-            batch = _next_batch(loop, stream, check)
+            if check is not None:
+                check()
+            batch = _next_batch(held, waiting)
+            if batch is _INTERRUPTED:
+                check()  # raises the reason, as the watchdog saw it
+                raise TaskCancelled("the task was stopped")
             if batch is None:
                 return
             yield batch.to_pyarrow()
     finally:
-        stream = None  # aborts DataFusion's work for this partition
-        loop.close()
+        held.clear()  # drops the stream, which aborts DataFusion's work for this partition
+        if waiting is not None:
+            _watchdog.forget(waiting)
 
 
-def _next_batch(
-    loop: asyncio.AbstractEventLoop, stream: RecordBatchStream, check: Callable[[], None]
-) -> RecordBatch | None:
-    """The stream's next batch (None at its end), awaited on `loop`; `check` is called every
-    POLL_SECONDS meanwhile, and when it raises the wait is cancelled, which drops the Rust
-    future, and its exception propagates."""
-    waiting: asyncio.Task | None = loop.create_task(stream.__anext__())
-    del stream  # a traceback through this frame must not keep the stream alive
-    stopped: list[BaseException] = []
-
-    def poll() -> None:
-        nonlocal timer
-        try:
-            check()
-        except BaseException as exc:  # re-raised below, once the wait is cancelled
-            stopped.append(exc)
-            waiting.cancel()
-        else:
-            timer = loop.call_later(POLL_SECONDS, poll)
-
-    timer = loop.call_later(POLL_SECONDS, poll)
+def _next_batch(held: list, waiting: _Wait | None) -> Any:
+    """The next batch of the stream `held[0]`, None at its end, or _INTERRUPTED when the
+    watchdog interrupted the wait (the interruption is dropped here: its frames hold the
+    stream)."""
+    if waiting is None:
+        return next(held[0], None)
     try:
-        return loop.run_until_complete(waiting)
-    except StopAsyncIteration:
-        return None
-    except asyncio.CancelledError:
-        if not stopped:
+        try:
+            waiting.enter()
+            return next(held[0], None)
+        finally:
+            waiting.leave()
+    except BaseException:
+        if not waiting.interrupted:
             raise
-    finally:
-        timer.cancel()
-        if not waiting.done():  # interrupted (Ctrl-C): cancel the wait before the loop closes
-            waiting.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):  # the interruption wins
-                loop.run_until_complete(waiting)
-        waiting = None  # nor through the wait, whose coroutine's frame holds it
-    raise stopped[0]  # outside the handler: the cancellation (it holds the stream) is not its context
+    waiting.leave()  # it may have interrupted the first `leave`
+    return _INTERRUPTED
 
 
 _DONE = object()
@@ -426,7 +503,7 @@ def write_task_outputs(
     """Run every output partition of `plan` at once and write each to an Arrow IPC file.
 
     `cancelled` is asked before each batch and, while DataFusion works on one, every
-    `POLL_SECONDS` (True stops the task with TaskCancelled); `on_write(n)` is told of `n` more
+    `POLL_SECONDS` (True stops the task with TaskCancelled, within a second); `on_write(n)` is told of `n` more
     bytes about to be written (it may raise to refuse them), and finally of the difference to
     the file's real size. A partition that fails stops the others: the task raises its error."""
     makedirs(out_dir)

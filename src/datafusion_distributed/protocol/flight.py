@@ -157,7 +157,7 @@ class WorkerClient:
         self._query_action("release", query_id)
 
     def cancel(self, query_id: str) -> None:
-        """Stop a query's running tasks (within a fraction of a second) and delete its spool data."""
+        """Stop a query's running tasks (within a second) and delete its spool data."""
         self._query_action("cancel", query_id)
 
     def health(self) -> dict:

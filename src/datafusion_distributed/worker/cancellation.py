@@ -1,5 +1,5 @@
-"""Queries a worker was told to cancel: their running tasks stop within a fraction of a second
-(they ask while they wait for each batch, see `execution_plans.task`), and tasks of theirs that
+"""Queries a worker was told to cancel: their running tasks stop within a second (they are asked
+while they wait for each batch, see `execution_plans.task`), and tasks of theirs that
 arrive later are refused. Entries are forgotten after the spool TTL (by then any coordinator
 still sending tasks for the query has given up). A worker that stops cancels every query."""
 
