@@ -503,9 +503,10 @@ def write_task_outputs(
     """Run every output partition of `plan` at once and write each to an Arrow IPC file.
 
     `cancelled` is asked before each batch and, while DataFusion works on one, every
-    `POLL_SECONDS` (True stops the task with TaskCancelled, within a second); `on_write(n)` is told of `n` more
-    bytes about to be written (it may raise to refuse them), and finally of the difference to
-    the file's real size. A partition that fails stops the others: the task raises its error."""
+    `POLL_SECONDS` (True stops the task with TaskCancelled, within a second); `on_write(n)` is
+    told of `n` more bytes about to be written (it may raise to refuse them), and finally of
+    the difference to the file's real size. A partition that fails stops the others: the task
+    raises its error."""
     makedirs(out_dir)
     # deltas: a dictionary column's dictionary grows from batch to batch (see `dictionaries`)
     options = pa.ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
