@@ -80,6 +80,7 @@ PINS = [
     ("RANGE_END", [*FILE, F.FILE_RANGE], wrong_wire_type(F.RANGE_END), "FileRange.end"),
     ("PROJECTION_INPUT", [F.PROJECTION, F.PROJECTION_INPUT], INVALID_MESSAGE, "ProjectionExecNode.input"),
     ("SORT_KEYS", [F.SORT, F.SORT_KEYS], INVALID_MESSAGE, "SortExecNode.expr"),
+    ("COOPERATIVE_INPUT", [F.COOPERATIVE, F.COOPERATIVE_INPUT], INVALID_MESSAGE, "CooperativeExecNode.input"),
     (
         "SORT_EXPR_EXPR",
         [F.SORT, F.SORT_KEYS, F.EXPR_SORT, F.SORT_EXPR_EXPR],

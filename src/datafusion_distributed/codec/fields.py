@@ -53,6 +53,10 @@ SORT = 10
 WINDOW_AGG = 15  # BoundedWindowAggExec and WindowAggExec alike
 SORT_PRESERVING_MERGE = 21
 GENERATE_SERIES = 33  # LazyMemoryExec of generate_series or range
+COOPERATIVE = 32  # CooperativeExec: its stream yields to the scheduler every so many batches
+
+# CooperativeExecNode.
+COOPERATIVE_INPUT = 1
 
 # ProjectionExecNode.
 PROJECTION_INPUT = 1

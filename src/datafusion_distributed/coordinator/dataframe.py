@@ -314,9 +314,9 @@ class DistributedDataFrame:
     def cancel(self) -> bool:
         """Stop every execution of this DataFrame in progress (safe from any thread).
 
-        Each raises `QueryCancelled` in the thread running it, within a fraction of a second
-        while it waits for tasks, and its tasks on the workers stop at their next batch and
-        have their spool data deleted. Returns whether anything was running."""
+        Each raises `QueryCancelled` in the thread running it within a second, and its tasks
+        on the workers stop their work within about as long and have their spool data deleted.
+        Returns whether anything was running."""
         with self._runs_lock:
             runs = list(self._runs)
         for run in runs:

@@ -3,14 +3,27 @@
 Used by workers for every task and by the coordinator for a single-task final stage, so a
 query runs the same code whether its stages run in one process or across many. It knows
 nothing of the network: inputs arrive as local files, found by a `locate` callable.
+
+A task can be stopped while DataFusion works, not only between batches. A thread waiting in
+DataFusion's `next()` for a batch is watched: its task's check runs every `POLL_SECONDS`, and
+when it raises, the thread is sent an exception, which DataFusion sees within a second (it runs
+Python code in a waiting thread once a second, to notice Ctrl-C); the wait then ends, which
+drops the Rust future, and the stream is dropped, which aborts the tokio tasks DataFusion
+spawned for it. (DataFusion's async iterator can be cancelled more directly, but each batch
+then costs a round trip between threads: TPC-H ran 10-15% slower.) An aborted tokio task stops
+only when it next yields, and a join can work for minutes without yielding (it emits rows into
+its consumer within one poll), so a task runs every join of its plan under a CooperativeExec,
+which makes the join's consumer yield every so many batches.
 """
 
 from __future__ import annotations
 
-import functools
+import ctypes
+import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
@@ -21,11 +34,15 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
+from ..codec.cooperative import wrap_cooperative
 from ..common.fs import makedirs
 from ..common.threads import kept_threads, map_concurrently
 from .dictionaries import DictionaryUnifier
+from .plan_node import PlanNode
 from .stage import BoundaryKind, InputBoundary
 from .view_arrays import compact_views
+
+log = logging.getLogger(__name__)
 
 
 class TaskError(RuntimeError):
@@ -154,19 +171,197 @@ def local_file(path: str, size: int | None = None) -> ScannedFile:
 
 
 def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
-    """Splice every input into a task's plan bytes and deserialise it."""
+    """Splice every input into a task's plan bytes and deserialise it, each join under a
+    yield point (see the module's docstring)."""
     for resolved in inputs:
         plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
     try:
-        return ExecutionPlan.from_bytes(ctx, plan)
+        built = ExecutionPlan.from_bytes(ctx, plan)
     except Exception as exc:  # DataFusion raises plain Exception
         raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
+    return _with_yield_points(ctx, built, plan)
 
 
-def stream_partition(ctx: SessionContext, plan: ExecutionPlan, partition: int) -> Iterator[pa.RecordBatch]:
-    """The batches of one output partition of `plan`, run in `ctx`, as they are produced."""
-    for batch in ctx.execute(plan, partition):
-        yield batch.to_pyarrow()
+def _with_yield_points(ctx: SessionContext, built: ExecutionPlan, raw: bytes) -> ExecutionPlan:
+    """`built` (deserialised from `raw`) with each join under a CooperativeExec; `built` itself
+    when it has no join, or when that fails (it then stops only when its joins yield)."""
+    if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
+        return built
+    try:
+        joins = [node.raw for node in PlanNode.from_plan(built, raw).walk() if is_join(node.name)]
+        if not joins:
+            return built
+        return ExecutionPlan.from_bytes(ctx, wrap_cooperative(raw, joins))
+    except Exception as exc:  # unreadable bytes, or DataFusion's plain Exception
+        log.warning("running a task without yield points over its joins: %s", exc)
+        return built
+
+
+YIELD_POINT = "CooperativeExec"
+
+
+def is_join(name: str) -> bool:
+    """Whether a plan node of this name is a join (hash, merge, nested loop, cross, ...)."""
+    return name.endswith("JoinExec")
+
+
+def added_yield_point(plan: ExecutionPlan, line: str) -> ExecutionPlan | None:
+    """The join below `plan` when `plan` (whose first display line is `line`) is a yield point
+    `prepare_task_plan` added, else None. DataFusion puts its own CooperativeExec only over
+    leaves and exchanges, never right over a join, so metrics can skip exactly the added ones."""
+    if line != YIELD_POINT:
+        return None
+    children = plan.children()
+    if len(children) == 1 and is_join(children[0].display().split("\n", 1)[0].split(":", 1)[0].strip()):
+        return children[0]
+    return None
+
+
+POLL_SECONDS = 0.1  # how often the checks of tasks waiting for a batch are run
+
+
+class _Interrupt(BaseException):
+    """Raised in a thread waiting for DataFusion's next batch, to abandon the wait. A
+    BaseException, so that a UDF's `except Exception` running in that thread lets it through."""
+
+
+def _set_async_exc(thread: int, exc: type[BaseException] | None) -> None:
+    """Have `thread` raise `exc` at its next Python instruction (None: forget a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc else None)
+
+
+class _Wait:
+    """A partition being read: the watchdog may interrupt the thread reading it only while that
+    thread is inside DataFusion's `next()` (`inside`), and once."""
+
+    def __init__(self, check: Callable[[], None]):
+        self.thread = 0  # the thread inside `next()`
+        self.check = check
+        self.lock = threading.Lock()
+        self.inside = False
+        self.interrupted = False
+
+    def enter(self) -> None:
+        with self.lock:
+            self.thread = threading.get_ident()
+            self.inside = True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.inside = False
+            if self.interrupted:  # raised already, or still pending: never outside the wait
+                _set_async_exc(self.thread, None)
+
+    def poll(self) -> None:
+        """Run the check; if it raises while the thread waits, interrupt the wait."""
+        if self.interrupted:
+            return
+        try:
+            self.check()
+        except BaseException:  # the thread runs the check itself once interrupted
+            with self.lock:
+                if self.inside and not self.interrupted:
+                    self.interrupted = True
+                    _set_async_exc(self.thread, _Interrupt)
+
+
+class _Watchdog:
+    """One thread that polls every wait for a batch every POLL_SECONDS while there is one."""
+
+    def __init__(self) -> None:
+        self._waits: set[_Wait] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._idle = False  # waiting for a first wait (otherwise it finds new ones as it polls)
+
+    def watch(self, check: Callable[[], None]) -> _Wait:
+        waiting = _Wait(check)
+        with self._changed:
+            self._waits.add(waiting)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="batch-wait-watchdog", daemon=True)
+                self._thread.start()
+            if self._idle:
+                self._changed.notify()
+        return waiting
+
+    def forget(self, waiting: _Wait) -> None:
+        with self._changed:
+            self._waits.discard(waiting)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._waits:
+                    self._idle = True
+                    self._changed.wait()
+                    self._idle = False
+                waits = list(self._waits)
+            for waiting in waits:
+                try:
+                    waiting.poll()
+                except Exception as exc:  # never let the watchdog die: the wait runs on
+                    log.warning("could not interrupt a wait for a batch: %s", exc)
+            time.sleep(POLL_SECONDS)
+
+
+_watchdog = _Watchdog()
+_INTERRUPTED = object()
+
+
+def stream_partition(
+    ctx: SessionContext,
+    plan: ExecutionPlan,
+    partition: int,
+    check: Callable[[], None] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The batches of one output partition of `plan`, run in `ctx`, as they are produced.
+
+    `check` is called before every batch and, while DataFusion works on the next one, every
+    `POLL_SECONDS` from another thread; when it raises, the wait is abandoned (within a second:
+    DataFusion runs Python code in a waiting thread once a second), the partition's work is
+    aborted (see the module's docstring) and the check's exception propagates. Closing the
+    iterator aborts the work too."""
+    stream = ctx.execute(plan, partition)
+    # The binding's own stream: an exception's traceback then holds no frame of the wrapper's
+    # `__next__`, which would keep the stream, and its work, alive as long as the exception.
+    held = [getattr(stream, "rbs", stream)]
+    del stream
+    waiting = None if check is None else _watchdog.watch(check)
+    try:
+        while True:
+            if check is not None:
+                check()
+            batch = _next_batch(held, waiting)
+            if batch is _INTERRUPTED:
+                check()  # raises the reason, as the watchdog saw it
+                raise TaskCancelled("the task was stopped")
+            if batch is None:
+                return
+            yield batch.to_pyarrow()
+    finally:
+        held.clear()  # drops the stream, which aborts DataFusion's work for this partition
+        if waiting is not None:
+            _watchdog.forget(waiting)
+
+
+def _next_batch(held: list, waiting: _Wait | None) -> Any:
+    """The next batch of the stream `held[0]`, None at its end, or _INTERRUPTED when the
+    watchdog interrupted the wait (the interruption is dropped here: its frames hold the
+    stream)."""
+    if waiting is None:
+        return next(held[0], None)
+    try:
+        try:
+            waiting.enter()
+            return next(held[0], None)
+        finally:
+            waiting.leave()
+    except BaseException:
+        if not waiting.interrupted:
+            raise
+    waiting.leave()  # it may have interrupted the first `leave`
+    return _INTERRUPTED
 
 
 _DONE = object()
@@ -183,36 +378,41 @@ def stream_partitions(
 
     Partitions of one plan can depend on each other (a CollectLeft join's partitions wait for
     all of them to finish building), so reading them one after another may never end. A
-    bounded queue keeps memory in check; closing the iterator stops the producers. `check` is
-    called before every batch and while waiting for one (it raises to stop the stream).
+    bounded queue keeps memory in check; closing the iterator stops the producers and aborts
+    their work. `check` is called before every batch and while waiting for one (it raises to
+    stop the stream).
     """
     count = plan.partition_count
     if count == 1:
-        for batch in stream_partition(ctx, plan, 0):
-            if check is not None:
-                check()
-            yield batch
+        yield from stream_partition(ctx, plan, 0, check)
         return
     items: queue.Queue = queue.Queue(maxsize=buffered * max(count, 1))
     stop = threading.Event()
 
+    def stopped() -> None:
+        if stop.is_set():
+            raise TaskCancelled("the stream was closed")
+
     def put(item) -> bool:
         while not stop.is_set():
             try:
-                items.put(item, timeout=0.1)
+                items.put(item, timeout=POLL_SECONDS)
                 return True
             except queue.Full:
                 continue
         return False
 
     def produce(partition: int) -> None:
+        batches = stream_partition(ctx, plan, partition, stopped)
         try:
-            for batch in stream_partition(ctx, plan, partition):
+            for batch in batches:
                 if not put(batch):
                     return
             put(_DONE)
         except BaseException as exc:  # handed to the consumer
             put(exc)
+        finally:
+            batches.close()
 
     for partition in range(count):
         kept_threads.submit(produce, partition)
@@ -222,7 +422,7 @@ def stream_partitions(
             if check is not None:
                 check()
             try:
-                item = items.get(timeout=0.1)
+                item = items.get(timeout=POLL_SECONDS)
             except queue.Empty:
                 continue
             if item is _DONE:
@@ -244,7 +444,7 @@ def _write_partition(
     partition: int,
     path: str,
     options: pa.ipc.IpcWriteOptions,
-    cancelled: Callable[[], bool] | None = None,
+    check: Callable[[], None],
     on_write: Callable[[int], None] | None = None,
 ) -> tuple[PartitionOutput, pa.Schema | None]:
     writer = sink = None
@@ -252,10 +452,9 @@ def _write_partition(
     schema = file_schema = None
     renamed = False
     dictionaries = DictionaryUnifier()
+    batches = stream_partition(ctx, plan, partition, check)
     try:
-        for batch in stream_partition(ctx, plan, partition):
-            if cancelled is not None and cancelled():
-                raise TaskCancelled("the query was cancelled")
+        for batch in batches:
             if batch.num_rows == 0:
                 continue
             if writer is None:
@@ -275,6 +474,7 @@ def _write_partition(
             writer.write_batch(batch.rename_columns(file_schema.names) if renamed else batch)
             rows += batch.num_rows
     finally:
+        batches.close()  # aborts the partition's work when it stopped early
         if writer is not None:
             writer.close()
         if sink is not None:
@@ -288,6 +488,10 @@ def _write_partition(
     return PartitionOutput(partition, path, rows, size), schema
 
 
+class _OtherPartitionFailed(RuntimeError):
+    """A partition stopped because another partition of its task failed."""
+
+
 def write_task_outputs(
     ctx: SessionContext,
     plan: ExecutionPlan,
@@ -299,9 +503,11 @@ def write_task_outputs(
 ) -> TaskOutput:
     """Run every output partition of `plan` at once and write each to an Arrow IPC file.
 
-    `cancelled` is asked before each batch is written (True stops the task with TaskCancelled);
-    `on_write(n)` is told of `n` more bytes about to be written (it may raise to refuse them),
-    and finally of the difference to the file's real size."""
+    `cancelled` is asked before each batch and, while DataFusion works on one, every
+    `POLL_SECONDS` (True stops the task with TaskCancelled, within a second); `on_write(n)` is
+    told of `n` more bytes about to be written (it may raise to refuse them), and finally of
+    the difference to the file's real size. A partition that fails stops the others: the task
+    raises its error."""
     makedirs(out_dir)
     # deltas: a dictionary column's dictionary grows from batch to batch (see `dictionaries`)
     options = pa.ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
@@ -309,15 +515,32 @@ def write_task_outputs(
     count = plan.partition_count
     if count == 0:
         return TaskOutput((), None)
-    write = functools.partial(
-        _write_partition, ctx, plan, options=options, cancelled=cancelled, on_write=on_write
-    )
+    failed = threading.Event()
+
+    def check() -> None:
+        if cancelled is not None and cancelled():
+            raise TaskCancelled("the query was cancelled")
+        if failed.is_set():
+            raise _OtherPartitionFailed("another partition of the task failed")
+
+    def write(partition: int) -> tuple[PartitionOutput, pa.Schema | None]:
+        try:
+            return _write_partition(ctx, plan, partition, path_for(partition), options, check, on_write)
+        except BaseException:
+            failed.set()
+            raise
+
     # Every partition at once (they may wait on each other); the last one on this thread.
-    futures = [kept_threads.submit(write, p, path_for(p)) for p in range(count - 1)]
+    futures = [kept_threads.submit(write, p) for p in range(count - 1)]
+    last = error = None
     try:
-        last = write(count - 1, path_for(count - 1))
-    finally:
-        wait(futures)  # even when one fails: no partition may still be writing once the task ends
+        last = write(count - 1)
+    except BaseException as exc:
+        error = exc
+    wait(futures)  # even when one fails: no partition may still be writing once the task ends
+    errors = [e for e in (error, *(f.exception() for f in futures)) if e is not None]
+    if errors:  # the error that stopped the task, not the partitions it stopped
+        raise next((e for e in errors if not isinstance(e, _OtherPartitionFailed)), errors[0])
     results = [f.result() for f in futures] + [last]
     schema = next((s for _, s in results if s is not None), None)
     return TaskOutput(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.checks import Checks
+from ..execution_plans.task import added_yield_point
 
 MAX_NODES = 2048  # plan nodes reported per task; larger plans are cut off
 MAX_DEPTH = 200  # and nesting, well inside Python's recursion limit
@@ -100,8 +101,11 @@ def plan_metrics(plan: Any, budget: list[int] | None = None, depth: int = 0) -> 
     budget = [MAX_NODES] if budget is None else budget
     if budget[0] <= 0 or depth > MAX_DEPTH:
         return None
-    budget[0] -= 1
     line = plan.display().split("\n", 1)[0].strip()
+    join = added_yield_point(plan, line)
+    if join is not None:  # not in the stage's plan, whose nodes these metrics are matched to
+        return plan_metrics(join, budget, depth)
+    budget[0] -= 1
     values: dict[str, int] = {}
     # A plan holds one metric object per partition and name (over a thousand in a TPC-H
     # stage); the binding's own objects skip a Python wrapper each, which halves the cost.

@@ -187,7 +187,7 @@ class WorkerClient:
         self._query_action("release", query_id)
 
     def cancel(self, query_id: str) -> None:
-        """Stop a query's running tasks at their next batch and delete its spool data."""
+        """Stop a query's running tasks (within a second) and delete its spool data."""
         self._query_action("cancel", query_id)
 
     def health(self) -> dict:

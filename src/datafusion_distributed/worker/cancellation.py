@@ -1,6 +1,7 @@
-"""Queries a worker was told to cancel: their running tasks stop at their next batch, and tasks
-of theirs that arrive later are refused. Entries are forgotten after the spool TTL (by then any
-coordinator still sending tasks for the query has given up)."""
+"""Queries a worker was told to cancel: their running tasks stop within a second (they are asked
+while they wait for each batch, see `execution_plans.task`), and tasks of theirs that
+arrive later are refused. Entries are forgotten after the spool TTL (by then any coordinator
+still sending tasks for the query has given up). A worker that stops cancels every query."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class Cancellations:
         self.max_entries = max_entries
         self._at: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._all = threading.Event()
 
     def cancel(self, query_id: str) -> None:
         """Mark a query cancelled, forgetting the oldest entries when there are too many."""
@@ -33,8 +35,14 @@ class Cancellations:
         for query_id in [q for q, at in self._at.items() if at < cutoff]:
             del self._at[query_id]
 
+    def cancel_all(self) -> None:
+        """Cancel every query, running or to come (the worker is stopping)."""
+        self._all.set()
+
     def is_cancelled(self, query_id: str) -> bool:
-        """Whether the query was cancelled within the last `ttl_seconds`."""
+        """Whether the query was cancelled within the last `ttl_seconds`, or every query was."""
+        if self._all.is_set():
+            return True
         with self._lock:
             at = self._at.get(query_id)
         return at is not None and time.monotonic() - at <= self.ttl_seconds

@@ -330,7 +330,9 @@ class FlightWorker(flight.FlightServerBase):
                 log.info("swept abandoned query %s from the spool", query_id)
 
     def stop(self) -> None:
-        """Stop serving and close connections to other workers."""
+        """Stop serving and close connections to other workers. Running tasks are stopped, not
+        waited for (their calls fail with `the query was cancelled`)."""
         self._stopped.set()
+        self._cancelled.cancel_all()
         self.shutdown()
         self._clients.close()
