@@ -145,3 +145,27 @@ def test_collect_recovers_a_worker_lost_while_inputs_are_fetched(
     got = context(cluster, tpch, recorder).sql(FETCHED).to_arrow_table()
     assert stopped and recorder.lost() == stopped
     assert_tables_equal(got, single_node_sf001.sql(FETCHED).to_arrow_table(), sql=FETCHED)
+
+
+class StopWhileRunning:
+    """Stops the worker of the first task of stage 0 once that task has started on it."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.stopped: list[str] = []
+
+    def on_event(self, event):
+        if event.kind is EventKind.TASK_STARTED and event.stage == 0 and not self.stopped:
+            self.stopped.append(event.worker)
+            threading.Timer(0.05, stop, (self.cluster, event.worker)).start()
+
+
+def test_a_worker_stopped_while_its_task_runs_is_a_lost_worker(cluster, tpch, single_node_sf001):
+    """A stopping worker cancels its running tasks: their failure tells the coordinator the worker
+    is gone, so the task is retried elsewhere rather than failing the query."""
+    stopper, recorder = StopWhileRunning(cluster), Recorder()
+    config = dataclasses.replace(CONFIG, auth_token=cluster.auth_token)
+    dctx = DistributedContext(tpch, workers=cluster.get_urls(), config=config, handlers=[stopper, recorder])
+    got = dctx.sql(FETCHED).to_arrow_table()
+    assert stopper.stopped and recorder.lost() == stopper.stopped
+    assert_tables_equal(got, single_node_sf001.sql(FETCHED).to_arrow_table(), sql=FETCHED)

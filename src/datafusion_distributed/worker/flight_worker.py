@@ -300,9 +300,12 @@ class FlightWorker(flight.FlightServerBase):
             if not is_failure(exc):
                 raise
             log.warning("%s failed: %s", name, exc)
-            lost = lost_worker(exc)
+            if self._stopped.is_set():  # stopped, not failed: the coordinator retries it elsewhere
+                lost, text = message.worker, "the worker is stopping"
+            else:
+                lost, text = lost_worker(exc), self._describe(exc)
             extra = lost_worker_info(lost) if lost else b""
-            raise flight.FlightServerError(f"{name} failed: {self._describe(exc)}", extra_info=extra) from exc
+            raise flight.FlightServerError(f"{name} failed: {text}", extra_info=extra) from exc
         finally:
             self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
@@ -331,7 +334,8 @@ class FlightWorker(flight.FlightServerBase):
 
     def stop(self) -> None:
         """Stop serving and close connections to other workers. Running tasks are stopped, not
-        waited for (their calls fail with `the query was cancelled`)."""
+        waited for: their calls fail naming this worker as lost, so their coordinators run them
+        elsewhere."""
         self._stopped.set()
         self._cancelled.cancel_all()
         self.shutdown()
