@@ -22,6 +22,7 @@ from datafusion_distributed.coordinator import head
 from datafusion_distributed.coordinator.head import HeadStage
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,17 +32,6 @@ CONFIG = DistributedConfig(bytes_per_partition=64 * 1024, connect_timeout=5)
 GATHERED = "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem WHERE l_quantity > 45"
 # A last stage of one task, run in the coordinator over inputs it copies from the workers.
 FETCHED = "SELECT o_orderpriority, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"
-
-
-class Recorder:
-    def __init__(self):
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
-
-    def lost(self) -> list[str]:
-        return [e.worker for e in self.events if e.kind is EventKind.WORKER_UNREACHABLE]
 
 
 @pytest.fixture

@@ -11,16 +11,9 @@ from datafusion_distributed.coordinator.retry import RetryPolicy
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.events.chain import HandlerChain
 from datafusion_distributed.protocol.flight import WorkerError, WorkerUnreachable
+from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 
 GONE = "grpc://127.0.0.1:1"
-
-
-class Recorder:
-    def __init__(self):
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
 
 
 def policy(attempts: int = 3) -> tuple[RetryPolicy, Recorder]:

@@ -16,6 +16,7 @@ from datafusion_distributed import DistributedConfig, DistributedContext, Embedd
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.protocol import flight
 from datafusion_distributed.protocol.flight import LocalWriteError, WorkerUnreachable, lost_worker
+from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 pytestmark = pytest.mark.timeout(120)
@@ -24,14 +25,6 @@ CONFIG = DistributedConfig(bytes_per_partition=64 * 1024, connect_timeout=5)
 # Two stages: workers copy the shuffle's files from each other, the coordinator copies the
 # last stage's inputs to merge them.
 SQL = "SELECT o_orderpriority, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"
-
-
-class Recorder:
-    def __init__(self):
-        self.events = []
-
-    def on_event(self, event):
-        self.events.append(event)
 
 
 class FailingFile:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import time
 
-import pyarrow as pa
 import pyarrow.flight as flight
-import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
@@ -26,10 +23,11 @@ from datafusion_distributed import (
 from datafusion_distributed.protocol.auth import connect_options
 from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
 from datafusion_distributed.protocol.messages import MAX_MESSAGE_BYTES, Ticket, encode
+from datafusion_distributed.test_utils.certificates import write_pem
 from datafusion_distributed.worker.flight_worker import FlightWorker
 
 x509 = pytest.importorskip("cryptography.x509")
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives import hashes  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
@@ -40,19 +38,6 @@ OPTIONS = flight.FlightCallOptions(timeout=10)
 
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _write(folder, stem: str, cert, key) -> tuple[str, str]:
-    cert_path, key_path = os.path.join(folder, f"{stem}.crt"), os.path.join(folder, f"{stem}.key")
-    with open(cert_path, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as f:
-        f.write(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-    return cert_path, key_path
 
 
 def _builder(subject: str, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
@@ -77,7 +62,7 @@ def make_ca(folder, name: str) -> dict[str, str]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    paths = {"ca": _write(folder, f"{name}-ca", ca, ca_key)[0]}
+    paths = {"ca": write_pem(folder, f"{name}-ca", ca, ca_key)[0]}
     both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     for stem, uses in (("worker", both), ("client", [ExtendedKeyUsageOID.CLIENT_AUTH])):
         key = ec.generate_private_key(ec.SECP256R1())
@@ -89,7 +74,7 @@ def make_ca(folder, name: str) -> dict[str, str]:
         if stem == "worker":
             addresses = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
             builder = builder.add_extension(x509.SubjectAlternativeName(addresses), critical=False)
-        paths[f"{stem}_cert"], paths[f"{stem}_key"] = _write(
+        paths[f"{stem}_cert"], paths[f"{stem}_key"] = write_pem(
             folder, f"{name}-{stem}", builder.sign(ca_key, hashes.SHA256()), key
         )
     return paths
@@ -99,16 +84,6 @@ def make_ca(folder, name: str) -> dict[str, str]:
 def pki(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pki")
     return make_ca(folder, "cluster"), make_ca(folder, "stranger")
-
-
-@pytest.fixture(scope="module")
-def table_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("table")
-    for part in range(4):
-        pq.write_table(
-            pa.table({"k": list(range(part * 100, part * 100 + 100))}), folder / f"p{part}.parquet"
-        )
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,7 @@ import subprocess
 import sys
 import time
 
-import pyarrow as pa
 import pyarrow.flight as flight
-import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
@@ -24,19 +22,10 @@ from datafusion_distributed import (
 )
 from datafusion_distributed.protocol.auth import TOKEN_ENV, connect_options
 from datafusion_distributed.protocol.messages import Ticket, encode
+from datafusion_distributed.test_utils.certificates import write_pem
 
 SQL = "SELECT k % 10 AS g, count(*) AS n FROM t GROUP BY 1 ORDER BY 1"
 EXPECTED = [{"g": g, "n": 40} for g in range(10)]
-
-
-@pytest.fixture(scope="module")
-def table_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("table")
-    for part in range(4):
-        pq.write_table(
-            pa.table({"k": list(range(part * 100, part * 100 + 100))}), folder / f"p{part}.parquet"
-        )
-    return folder
 
 
 def _ctx(table_dir) -> SessionContext:
@@ -126,7 +115,7 @@ def test_a_worker_without_a_token_refuses_to_start(tmp_path):
 def self_signed_pair(folder) -> tuple[str, str]:
     """A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
@@ -150,16 +139,7 @@ def self_signed_pair(folder) -> tuple[str, str]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = os.path.join(folder, "worker.crt"), os.path.join(folder, "worker.key")
-    with open(cert_path, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as f:
-        f.write(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-    return cert_path, key_path
+    return write_pem(folder, "worker", cert, key)
 
 
 @pytest.fixture(scope="module")
