@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from ..protocol.flight import lost_worker
 from .errors import QueryFailed
@@ -24,11 +25,14 @@ class RetryPolicy:
     Args:
         attempts: tries of one piece of work whose worker was lost.
         events: where lost workers are reported.
+        on_lost: told of each worker the first time it is found lost (the liveness monitor
+            stops probing it for this query).
     """
 
-    def __init__(self, attempts: int, events: QueryCollector):
+    def __init__(self, attempts: int, events: QueryCollector, on_lost: Callable[[str], None] | None = None):
         self.attempts = attempts
         self.events = events
+        self.on_lost = on_lost
         self.dead: set[str] = set()
 
     def after_failure(self, exc: BaseException, attempt: int, what: str) -> None:
@@ -51,3 +55,5 @@ class RetryPolicy:
         if worker not in self.dead:
             self.dead.add(worker)
             self.events.worker_unreachable(worker, exc)
+            if self.on_lost is not None:
+                self.on_lost(worker)

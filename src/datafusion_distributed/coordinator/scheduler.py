@@ -10,6 +10,7 @@ worker it sent a task to, when the query ends, fails or is abandoned.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -75,8 +76,10 @@ class QueryRun:
         self.handlers = handlers or HandlerChain()
         self.events = QueryCollector(self.query_id, self.handlers)  # lifecycle events and metrics
         self.metrics = self.events.metrics
-        self.retry = RetryPolicy(task_attempts, self.events)
         self.liveness = liveness or LivenessMonitor(clients)
+        self.retry = RetryPolicy(
+            task_attempts, self.events, on_lost=functools.partial(self.liveness.forget, self.query_id)
+        )
         self.head = HeadStage(self)
 
     @property
@@ -127,12 +130,6 @@ class QueryRun:
         if worker in self.dead:
             return WorkerUnreachable(worker, "lost earlier in this query")
         return self.liveness.unreachable(worker) if self.liveness.lost(worker) else None
-
-    def _after_failure(self, exc: BaseException, attempt: int, what: str) -> None:
-        """`RetryPolicy.after_failure`, then stop probing the workers it found lost."""
-        self.retry.after_failure(exc, attempt, what)
-        for worker in self.dead:
-            self.liveness.forget(self.query_id, worker)
 
     # -- running stages ---------------------------------------------------------------------
     def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
@@ -220,7 +217,7 @@ class QueryRun:
         `worker` (lost outputs are recomputed first), or raise QueryFailed."""
         attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
         self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
-        self._after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
+        self.retry.after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
         self.recompute_lost_outputs()
         task = self.tasks_run[stage.id][index]
         retry = self._worker_for(stage, index, attempt)
@@ -245,7 +242,7 @@ class QueryRun:
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
                     except WORKER_ERRORS as exc:
                         what = f"recomputing stage {stage.id} task {task.index}"
-                        self._after_failure(exc, attempt, what)
+                        self.retry.after_failure(exc, attempt, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
