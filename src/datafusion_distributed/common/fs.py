@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Sequence
 
 
 def makedirs(path: str, tries: int = 10) -> None:
@@ -15,3 +17,15 @@ def makedirs(path: str, tries: int = 10) -> None:
         except FileNotFoundError:
             continue
     os.makedirs(path, exist_ok=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _real_folder(folder: str) -> str:
+    """`folder` with links resolved, once: it is asked for every file checked against it."""
+    return os.path.realpath(folder) + os.sep
+
+
+def lies_in(real_path: str, folders: Sequence[str]) -> bool:
+    """Whether `real_path` (links already resolved) lies inside one of `folders` (links
+    resolved too): a link planted in a folder cannot make a file outside it pass."""
+    return any(real_path.startswith(_real_folder(folder)) for folder in folders)

@@ -7,20 +7,14 @@ any other is copied from the worker that holds it, over Flight, into a local fol
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Sequence
 
 from ..codec import ScannedFile
+from ..common.fs import lies_in
 from ..execution_plans.task import local_file
 from .flight import ClientPool, LocalWriteError
 from .messages import FileLocation, Ticket
-
-
-@functools.lru_cache(maxsize=64)
-def _real_folder(folder: str) -> str:
-    """A spool folder with links resolved, once: it is asked for every input file."""
-    return os.path.realpath(folder) + os.sep
 
 
 def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bool:
@@ -29,8 +23,7 @@ def readable_in_place(path: str | None, size: int, folders: Sequence[str]) -> bo
     reported."""
     if path is None:
         return False
-    real = os.path.realpath(path)
-    if not any(real.startswith(_real_folder(folder)) for folder in folders):
+    if not lies_in(os.path.realpath(path), folders):
         return False
     try:
         return os.path.getsize(path) == size

@@ -17,7 +17,7 @@ from datafusion import SessionContext
 
 from ..codec import ScannedFile
 from ..common.errors import failure_message, is_failure
-from ..common.fs import makedirs
+from ..common.fs import lies_in, makedirs
 from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
@@ -202,8 +202,7 @@ class FlightWorker(flight.FlightServerBase):
         path = os.path.realpath(self.spool.output_path(t.query_id, t.stage, t.task, t.partition))
         if not os.path.exists(path):
             raise flight.FlightServerError(f"no output for {output}")
-        root = os.path.realpath(self.spool.root) + os.sep
-        if not path.startswith(root) or not os.path.isfile(path):
+        if not lies_in(path, (self.spool.root,)) or not os.path.isfile(path):
             raise flight.FlightServerError(
                 f"refused output {output}: it is not a file inside this worker's spool (links resolved)"
             )
