@@ -3,14 +3,17 @@ queries on the user's SessionContext and makes DistributedDataFrames that run th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from datafusion import DataFrame, SessionContext
+import pyarrow as pa
+from datafusion import DataFrame, SessionContext, SQLOptions
 
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
@@ -21,8 +24,16 @@ from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
-from .errors import QueryFailed
+from .errors import InvalidSetting, QueryFailed
 from .liveness import LivenessMonitor
+from .settings import changed_settings, check_changeable, setting_rows, with_setting
+from .settings_statements import (
+    PREFIX,
+    SetSetting,
+    SettingsStatement,
+    ShowSettings,
+    parse_settings_statement,
+)
 
 if TYPE_CHECKING:
     from .. import EmbeddedCluster
@@ -125,6 +136,8 @@ class DistributedContext:
         self.progress = progress
         self.ctx = ctx if ctx is not None else SessionContext()
         self.config = config or DistributedConfig()
+        self._initial_config = self.config  # what RESET distributed.<name> returns to
+        self._config_lock = threading.Lock()
         self.session_builder = session_builder
         self._cluster: EmbeddedCluster | None = None
         if workers is None:
@@ -152,7 +165,7 @@ class DistributedContext:
             )
         )
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
-        self._planning: tuple[tuple[str, int], SessionContext] | None = None
+        self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], SessionContext] | None = None
         self._planning_lock = threading.Lock()
         self._head_session: SessionContext | None = None
         self._head_session_lock = threading.Lock()
@@ -177,9 +190,10 @@ class DistributedContext:
             raise ValueError("the worker resolver returned no workers")
         return urls
 
-    def planning_session(self, workers: int) -> SessionContext:
+    def planning_session(self, workers: int, config: DistributedConfig | None = None) -> SessionContext:
         """A copy of the user's session, with the DataFusion settings a query on `workers`
-        workers is planned with (`PlannerConfig.datafusion_settings`).
+        workers is planned with (`PlannerConfig.datafusion_settings` of `config`, by default the
+        context's).
 
         The copy shares the user's catalogs, tables and object stores and starts from their
         current settings, so a `SET` of theirs applies, and changing its settings leaves the
@@ -188,39 +202,122 @@ class DistributedContext:
         from a logical plan never looks tables up by name, so url tables change nothing here.)"""
         # Copied again only when the user's settings (or the cluster's size) changed since:
         # the copy and its SETs cost more than planning a small query.
-        key = (repr(self.ctx), workers)  # the context's repr lists every setting
+        overrides = (config or self.config).planner(workers).datafusion_settings()
+        key = (repr(self.ctx), tuple(overrides.items()))  # the context's repr lists every setting
         with self._planning_lock:
             if self._planning is not None and self._planning[0] == key:
                 return self._planning[1]
         session = self.ctx.enable_url_table()
-        for name, value in self.config.planner(workers).datafusion_settings().items():
+        for name, value in overrides.items():
             session.sql(f"SET {name} = {value}")
         with self._planning_lock:
             self._planning = (key, session)
         return session
 
     # -- DataFrames: made on the wrapped context, run distributed ------------------------------
-    def sql(self, query: str) -> DistributedDataFrame:
+    def sql(
+        self,
+        query: str,
+        options: SQLOptions | None = None,
+        param_values: dict[str, Any] | None = None,
+        **named_params: Any,
+    ) -> DistributedDataFrame:
         """Plan `query` on the wrapped context; it runs distributed when its result is asked for.
+
+        The arguments are those of DataFusion's `SessionContext.sql`: `options` to refuse DDL,
+        DML or statements; `param_values` for the values of `$1` or `$name` placeholders;
+        `named_params` replace `$name` in the text by a string, or by a table for a DataFrame
+        (a DistributedDataFrame too).
 
         `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns the distributed
         plan with its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has).
 
+        The `distributed` settings namespace changes this context's `config` for the queries
+        that follow (see docs/configuration.md): `SET distributed.<name> = <value>`,
+        `RESET distributed.<name>` (the value the context was made with), and
+        `SHOW distributed.<name>` or `SHOW distributed` (columns name and value).
+        `SET datafusion.<name> = ...` goes to the wrapped context, as DataFusion's own.
+
         Raises:
-            QueryFailed: the query does not parse or plan (DataFusion's message).
+            QueryFailed: the query does not parse or plan (DataFusion's message), or a setting
+                is unknown, fixed for the context, or given a bad value (the message names it;
+                it is a ValueError too).
 
         Examples:
             >>> dctx = DistributedContext()
-            >>> dctx.sql("SELECT 1 + 1 AS two").to_pylist()
+            >>> dctx.sql("SELECT $1 + 1 AS two", param_values={"1": 1}).to_pylist()
             [{'two': 2}]
+            >>> _ = dctx.sql("SET distributed.partitions_per_task = 4")
+            >>> dctx.sql("SHOW distributed.partitions_per_task").to_pylist()
+            [{'name': 'distributed.partitions_per_task', 'value': '4'}]
         """
+        try:
+            statement = parse_settings_statement(query)
+        except ValueError as exc:
+            raise InvalidSetting(str(exc)) from exc
+        if statement is not None:
+            return self._settings_statement(statement, options, named_params)
         explained = split_explain_analyze(query)
         if explained is not None:
-            text = self.sql(explained[0]).explain_string(analyze=True, verbose=explained[1])
+            planned = self.sql(explained[0], options, param_values, **named_params)
+            text = planned.explain_string(analyze=True, verbose=explained[1])
             return DistributedDataFrame(
                 self, self.ctx.from_pydict({"plan_type": ["Plan with Metrics"], "plan": [text]})
             )
-        return self._frame(self.ctx.sql, query)
+        # A DistributedDataFrame given as a table is the DataFusion DataFrame it wraps.
+        named = {k: v.df if isinstance(v, DistributedDataFrame) else v for k, v in named_params.items()}
+        return self._frame(self.ctx.sql, query, options, param_values, **named)
+
+    def _settings_statement(
+        self, statement: SettingsStatement, options: SQLOptions | None, named_params: dict[str, Any]
+    ) -> DistributedDataFrame:
+        """Answer a statement of the `distributed` namespace (see `sql`)."""
+        try:
+            if isinstance(statement, ShowSettings):
+                token_in_use = self.clients.settings.auth_token is not None
+                rows = setting_rows(self.config, token_in_use, statement.name)
+                table = pa.table(rows, schema=pa.schema([("name", pa.string()), ("value", pa.string())]))
+                return DistributedDataFrame(self, self.ctx.from_arrow(table))
+            self._check_statements_allowed(statement, options)
+            with self._config_lock:
+                if isinstance(statement, SetSetting):
+                    value, quoted = statement.value, statement.quoted
+                    if not quoted and value.startswith("$") and value[1:] in named_params:
+                        value = str(named_params[value[1:]])  # as DataFusion replaces `$name`
+                    self._use_config(with_setting(self.config, statement.name, value, quoted))
+                else:
+                    check_changeable(statement.name)
+                    initial = getattr(self._initial_config, statement.name)
+                    self._use_config(dataclasses.replace(self.config, **{statement.name: initial}))
+        except ValueError as exc:
+            raise InvalidSetting(str(exc)) from exc
+        return DistributedDataFrame(self, self.ctx.from_pydict({}))  # as DataFusion's SET: no columns
+
+    def _check_statements_allowed(self, statement: SettingsStatement, options: SQLOptions | None) -> None:
+        """Refuse SET and RESET as DataFusion does when `options` forbid statements. SQLOptions
+        cannot be read, so DataFusion is asked about a statement that changes nothing: the
+        DEALLOCATE of a prepared statement that does not exist."""
+        if options is None:
+            return
+        try:
+            self.ctx.sql(f"DEALLOCATE distributed_probe_{uuid.uuid4().hex}", options)
+        except Exception as exc:  # DataFusion raises plain Exception
+            if "Statement not supported" in str(exc):
+                verb = "SET" if isinstance(statement, SetSetting) else "RESET"
+                raise QueryFailed(
+                    f"Error during planning: Statement not supported: {verb} {PREFIX}{statement.name} "
+                    "(the SQLOptions given do not allow statements)"
+                ) from exc
+
+    def _use_config(self, config: DistributedConfig) -> None:
+        """Run the following queries with `config`: the planning and per-query settings are read
+        by each query; the deadlines the client pool and the liveness monitor hold are changed
+        there, for the calls and probes that start from now on."""
+        old, self.config = self.config, config
+        if (config.connect_timeout, config.task_timeout) != (old.connect_timeout, old.task_timeout):
+            self.clients.set_deadlines(config.connect_timeout, config.task_timeout)
+        if config.liveness_timeout != old.liveness_timeout:
+            self.liveness.set_timeout(config.liveness_timeout)
 
     def _frame(self, make: Callable[..., DataFrame], *args: Any, **kwargs: Any) -> DistributedDataFrame:
         """A DataFrame made on the wrapped context, distributed."""
@@ -278,22 +375,26 @@ class DistributedContext:
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
         stages (or keep it on one node when it cannot travel faithfully; see `plan_query`)."""
+        settings = self.config  # one config for the whole plan, whatever a SET does meanwhile
         workers = len(self.workers())
         logical = df.logical_plan()
         try:
             if _acts_when_planned(logical):
-                return single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
-            session = self.planning_session(workers)
-            physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
-            config = self.config.planner(workers)
-            plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
-            if plan.in_memory:
-                # Run exactly what the user's own context runs: planned with their settings
-                # (partitions, memory limit), showing their information_schema.
-                plan = single_node_plan(df.execution_plan(), self.ctx, plan.single_node, plan.final.reason)
+                plan = single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
+            else:
+                session = self.planning_session(workers, settings)
+                physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
+                config = settings.planner(workers)
+                plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
+                if plan.in_memory:
+                    # Run exactly what the user's own context runs: planned with their settings
+                    # (partitions, memory limit), showing their information_schema.
+                    plan = single_node_plan(
+                        df.execution_plan(), self.ctx, plan.single_node, plan.final.reason
+                    )
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
-        return plan
+        return dataclasses.replace(plan, settings=changed_settings(settings))
 
     def head_session(self) -> SessionContext:
         """The session the coordinator runs queries' head stages in: built once, by the session

@@ -16,6 +16,12 @@ class QueryFailed(RuntimeError):
         return cls(readable_message(str(exc)) or type(exc).__name__)
 
 
+class InvalidSetting(QueryFailed, ValueError):
+    """A statement of the `distributed` settings namespace was refused: an unknown name, a
+    setting fixed when the context was made, or a value the setting does not take (the message
+    names the setting). A ValueError too, as a bad `DistributedConfig` raises."""
+
+
 class ResultStreamLost(QueryFailed):
     """A worker was lost while the result was streamed (`execute_stream`), after `delivered`
     batches had been handed out: they cannot be taken back, so the query must be run again.

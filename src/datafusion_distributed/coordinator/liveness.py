@@ -48,6 +48,13 @@ class LivenessMonitor:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def set_timeout(self, timeout: float) -> None:
+        """Count a worker lost after `timeout` seconds of silence from now on, probing every
+        quarter of it (`DistributedConfig.liveness_timeout` changed by SET)."""
+        with self._lock:
+            self.timeout = timeout
+            self.interval = probe_interval(timeout)
+
     def watch(self, query_id: str, worker: str) -> None:
         """Probe `worker` while `query_id` runs (it was sent a task of the query)."""
         with self._lock:

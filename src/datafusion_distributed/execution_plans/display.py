@@ -230,4 +230,6 @@ def display_stage(stage: Stage, annotations: Annotations | None = None) -> str:
 def display_distributed_plan(plan: DistributedPlan, annotations: Annotations | None = None) -> str:
     """The whole plan, final stage first, each stage followed by the stages it reads;
     `annotations` add text to it (metrics, for EXPLAIN ANALYZE)."""
-    return "\n".join(display_stage(stage, annotations) for stage in reversed(plan.stages)) + "\n"
+    stages = [display_stage(stage, annotations) for stage in reversed(plan.stages)]
+    header = [f"settings: {', '.join(plan.settings)}"] if plan.settings else []
+    return "\n".join(header + stages) + "\n"

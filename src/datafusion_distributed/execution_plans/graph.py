@@ -63,6 +63,8 @@ def render_graphviz(plan: DistributedPlan, annotations: GraphAnnotations | None 
         "  rankdir=BT;",
         "  node [shape=box, fontsize=10];",
     ]
+    if plan.settings:
+        lines.insert(1, f"  // settings: {', '.join(plan.settings)}")
     for stage in plan.stages:
         lines.append(f"  subgraph cluster_stage_{stage.id} {{")
         lines.append(f'    label="{_stage_title(stage, annotations)}";')
@@ -83,6 +85,8 @@ def render_mermaid(plan: DistributedPlan, annotations: GraphAnnotations | None =
     exchange between stages."""
     annotations = annotations or GraphAnnotations()
     lines = ["flowchart BT"]
+    if plan.settings:
+        lines.append(f"  %% settings: {', '.join(plan.settings)}")
     for stage in plan.stages:
         lines.append(f'  subgraph stage{stage.id}["{_stage_title(stage, annotations)}"]')
         for task in range(annotations.task_count(stage)):

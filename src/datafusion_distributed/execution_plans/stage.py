@@ -85,13 +85,15 @@ class DistributedPlan:
     When the final stage has one task it runs in the coordinator (the head) and streams its
     partitions; otherwise it runs on workers and the coordinator streams their outputs. A plan
     of one stage of one task runs from `physical`, DataFusion's in-memory plan, in `session`,
-    the session it was planned in: it never goes through bytes.
+    the session it was planned in: it never goes through bytes. `settings` are the settings
+    the plan was made and runs with that differ from their defaults (`name=value`), for display.
     """
 
     stages: tuple[Stage, ...]
     physical: ExecutionPlan | None = field(default=None, compare=False, repr=False)
     session: SessionContext | None = field(default=None, compare=False, repr=False)
     single_node: str = ""  # why a plan that could be split runs on one node ("" when it does not)
+    settings: tuple[str, ...] = ()
 
     @property
     def final(self) -> Stage:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -283,6 +283,14 @@ class ClientPool:
             if url not in self._clients:
                 self._clients[url] = WorkerClient(url, self.settings)
             return self._clients[url]
+
+    def set_deadlines(self, timeout: float, task_timeout: float) -> None:
+        """Use these deadlines (`ClientSettings.timeout`, `task_timeout`) for every call made
+        from now on, on the connections already open too; calls under way keep theirs."""
+        with self._lock:
+            self.settings = replace(self.settings, timeout=timeout, task_timeout=task_timeout)
+            for client in self._clients.values():
+                client.settings = self.settings  # read by each call; the connection is unchanged
 
     def close(self) -> None:
         """Close every client's connection and forget them."""
