@@ -349,11 +349,15 @@ class DistributedDataFrame:
         return self._stream_async()
 
     async def _stream_async(self) -> AsyncIterator[pa.RecordBatch]:
-        stream = self.execute_stream()
         end = object()
-        # One thread for the stream: a read left running by a cancelled reader ends before the
-        # stream is closed, never at the same time.
+        # One thread for the stream (its planning too, off the event loop): a read left running
+        # by a cancelled reader ends before the stream is closed, never at the same time.
         reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datafusion-distributed-aiter")
+        try:
+            stream = await asyncio.wrap_future(reader.submit(self.execute_stream))
+        except BaseException:
+            reader.shutdown(wait=False)
+            raise
         try:
             while (batch := await asyncio.wrap_future(reader.submit(next, stream, end))) is not end:
                 yield batch
