@@ -6,12 +6,13 @@ from .coordinator.cancellation import QueryCancelled, QueryTimedOut
 from .coordinator.config import DistributedConfig
 from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
-from .coordinator.errors import QueryFailed, ResultStreamLost
+from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
 from .worker.flight_worker import FlightWorker
 
 __all__ = [
+    "ContextClosed",
     "DistributedConfig",
     "DistributedContext",
     "DistributedDataFrame",

@@ -46,6 +46,21 @@ PASSTHROUGH = {
     "catalog", "catalog_names", "session_id",
 }  # fmt: skip
 
+# Every other attribute of DataFusion's DataFrame, by what a DistributedDataFrame does with it.
+METADATA = {  # runs nothing: DataFusion's own answer
+    "schema", "logical_plan", "optimized_logical_plan", "execution_plan", "into_view",
+    "parse_sql_expr", "column", "col", "find_qualified_columns",
+}  # fmt: skip
+RESULTS = {  # runs the query distributed
+    "collect", "collect_column", "collect_partitioned", "count", "execute_stream",
+    "execute_stream_partitioned", "explain", "to_arrow_table", "to_pandas", "to_polars",
+    "to_pydict", "to_pylist", "cache", "__iter__", "__aiter__", "__arrow_c_stream__",
+}  # fmt: skip
+DISPLAY = {"show", "_repr_html_", "default_str_repr"}  # how a result is shown (its own work)
+WRITES = {"write_csv", "write_json", "write_parquet", "write_parquet_with_options", "write_table"}  # refused
+OTHER_TRANSFORMATIONS = {"__getitem__"}
+NOT_METHODS = {"__dict__", "__module__", "__weakref__"}
+
 WRAPPED = [(DistributedDataFrame, DataFrame, name) for name in sorted(TRANSFORMATIONS)] + [
     (DistributedContext, SessionContext, name)
     for name in sorted(FACTORIES | PASSTHROUGH | {"read_parquet", "read_csv", "read_json"})
@@ -200,6 +215,30 @@ def test_context_factories_and_passthroughs_use_the_wrapped_context(dctx):
     assert dctx.session_id() == dctx.ctx.session_id()
     assert dctx.catalog_names() == dctx.ctx.catalog_names()
     assert dctx.catalog().names() == dctx.ctx.catalog().names()
+
+
+def test_every_datafusion_dataframe_method_is_classified():
+    """A DataFusion release that adds a DataFrame method fails here until it is sorted: a
+    transformation, metadata, a result, display, or a write."""
+    classified = TRANSFORMATIONS | OTHER_TRANSFORMATIONS | METADATA | RESULTS | DISPLAY | WRITES | NOT_METHODS
+    datafusion_names = set(dir(DataFrame)) - set(dir(object))
+    assert datafusion_names - classified == set(), "DataFusion DataFrame methods not classified"
+    assert classified - datafusion_names == set(), "classified names DataFusion no longer has"
+    groups = [TRANSFORMATIONS | OTHER_TRANSFORMATIONS, METADATA, RESULTS, DISPLAY, WRITES, NOT_METHODS]
+    assert sum(len(g) for g in groups) == len(classified), "a name is in two classes"
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMATIONS | OTHER_TRANSFORMATIONS | METADATA | RESULTS))
+def test_non_write_methods_are_written_out(name):
+    assert name in vars(DistributedDataFrame), f"DistributedDataFrame.{name} is missing"
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_writes_are_refused_with_the_way_to_run_them_on_one_node(dctx, name):
+    with pytest.raises(
+        AttributeError, match=rf"DistributedDataFrame.{name} is not available: use .df.{name}"
+    ):
+        getattr(dctx.from_pydict({"a": [1]}), name)
 
 
 def test_other_dataframe_methods_are_refused_by_name(dctx):

@@ -33,10 +33,10 @@ def test_draws_on_a_terminal():
     display = ProgressDisplay(Console(file=out, force_terminal=True, width=120))
     with _context([display]) as dctx:
         assert len(dctx.sql(QUERY).to_pylist()) == 3
+        stages = len(dctx.sql(QUERY).distributed_plan().stages)
     text = out.getvalue()
     assert "stages " in text and "tasks " in text and "shuffled" in text
     # the last drawing shows the finished query
-    stages = len(dctx.sql(QUERY).distributed_plan().stages)
     assert f"stages {stages}/{stages}" in text
 
 

@@ -24,7 +24,7 @@ from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
-from .errors import InvalidSetting, QueryFailed
+from .errors import ContextClosed, InvalidSetting, QueryFailed
 from .liveness import LivenessMonitor
 from .settings import changed_settings, check_changeable, setting_rows, with_setting
 from .settings_statements import (
@@ -169,6 +169,7 @@ class DistributedContext:
         self._planning_lock = threading.Lock()
         self._head_session: SessionContext | None = None
         self._head_session_lock = threading.Lock()
+        self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
     def local_spools(self) -> tuple[str, ...]:
@@ -184,7 +185,13 @@ class DistributedContext:
         return None if self.local_spools() else "lz4"
 
     def workers(self) -> list[str]:
-        """The URLs of the workers queries run on now, from the resolver."""
+        """The URLs of the workers queries run on now, from the resolver.
+
+        Raises:
+            ContextClosed: the context was closed (every query asks for its workers first).
+        """
+        if self._closed:
+            raise ContextClosed()
         urls = self.resolver.get_urls()
         if not urls:
             raise ValueError("the worker resolver returned no workers")
@@ -358,7 +365,19 @@ class DistributedContext:
     register_record_batches = _on_ctx(SessionContext.register_record_batches)
     register_batch = _on_ctx(SessionContext.register_batch)
     register_table = _on_ctx(SessionContext.register_table)
-    register_view = _on_ctx(SessionContext.register_view)
+
+    def register_view(self, name: str, df: DataFrame | DistributedDataFrame) -> None:
+        """Register `df` (a DistributedDataFrame, or DataFusion's) as the view `name` of the
+        wrapped context: queries of it run distributed like any other query.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> dctx.register_view("one", dctx.sql("SELECT 1 AS one"))
+            >>> dctx.sql("SELECT one FROM one").to_pydict()
+            {'one': [1]}
+        """
+        return self.ctx.register_view(name, df.df if isinstance(df, DistributedDataFrame) else df)
+
     register_dataset = _on_ctx(SessionContext.register_dataset)
     register_object_store = _on_ctx(SessionContext.register_object_store)
     register_udf = _on_ctx(SessionContext.register_udf)
@@ -405,8 +424,17 @@ class DistributedContext:
             return self._head_session
 
     # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: queries then raise `ContextClosed`."""
+        return self._closed
+
     def close(self) -> None:
-        """Stop the embedded cluster (if any) and close connections to workers."""
+        """Stop the embedded cluster (if any) and close connections to workers; later queries
+        raise `ContextClosed`. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self.clients.close()
         if self._cluster is not None:
             self._cluster.close()

@@ -1,14 +1,18 @@
 """DistributedDataFrame: a DataFusion DataFrame whose results are computed across the cluster.
 
 Its transformations (filter, select, join, ...) are DataFusion's own, and return a
-DistributedDataFrame so the result still runs distributed; its results (collect,
-to_arrow_table, ...) run the query on the workers."""
+DistributedDataFrame so the result still runs distributed; its metadata (schema, plans,
+views) is DataFusion's own too, as nothing runs; its results (collect, to_arrow_table,
+iteration, the Arrow stream, ...) run the query on the workers. Only writes are refused."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pyarrow as pa
@@ -20,13 +24,21 @@ from .scheduler import QueryRun
 if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
+    from datafusion.catalog import Table
     from datafusion.expr import Expr, SortKey
+    from datafusion.plan import ExecutionPlan, LogicalPlan
 
     from ..execution_plans.stage import DistributedPlan
     from ..metrics.query_metrics import QueryMetrics
     from .context import DistributedContext
 
 JoinHow = Literal["inner", "left", "right", "full", "semi", "anti"]
+
+# DataFusion's DataFrame methods that write files or tables: they would run the query on one
+# node, so they are refused until writes are distributed.
+WRITE_METHODS = frozenset(
+    {"write_csv", "write_json", "write_parquet", "write_parquet_with_options", "write_table"}
+)
 
 
 def _plain(df: Any) -> Any:
@@ -39,8 +51,19 @@ class DistributedDataFrame:
 
     Made by a `DistributedContext` (`sql`, `table`, `read_parquet`, `from_pydict`, ...), or
     around a DataFrame of the context's own SessionContext: `DistributedDataFrame(dctx, df)`.
-    DataFusion's methods that would run the query on one node (`write_parquet`, ...) are not
-    offered: `df.df` is the plain DataFusion DataFrame for them.
+
+    - Transformations (`filter`, `select`, `join`, `df["a"]`, ...) are DataFusion's and return
+      a DistributedDataFrame.
+    - Metadata runs nothing and is DataFusion's own: `schema`, `logical_plan`,
+      `optimized_logical_plan`, `execution_plan` (the single-node plan; `distributed_plan`
+      is the one that runs), `into_view`, `parse_sql_expr`, `column`, `find_qualified_columns`.
+    - Results run distributed: `collect`, `collect_partitioned`, `collect_column`,
+      `execute_stream`, `execute_stream_partitioned`, `to_arrow_table`, `to_pandas`,
+      `to_polars`, `to_pylist`, `to_pydict`, `count`, `cache`, `explain`, `show`,
+      `for batch in df`, `async for batch in df`, and the Arrow stream interface
+      (`pa.table(df)`, `pl.DataFrame(df)`, ...).
+    - Writes (`write_parquet`, `write_csv`, `write_json`, `write_table`) are not offered yet:
+      `df.df` is the plain DataFusion DataFrame, which writes from one node.
 
     Examples:
         >>> dctx = DistributedContext()
@@ -62,8 +85,8 @@ class DistributedDataFrame:
         return self._df
 
     def __getattr__(self, name: str) -> NoReturn:
-        """Only for a clear refusal: DataFusion's other DataFrame methods run on one node."""
-        if hasattr(DataFrame, name):
+        """Only for a clear refusal: DataFusion's writes would run the query on one node."""
+        if name in WRITE_METHODS:
             raise AttributeError(
                 f"DistributedDataFrame.{name} is not available: use .df.{name} to run it on one node"
             )
@@ -263,6 +286,142 @@ class DistributedDataFrame:
         """With several columns added (or replaced): aliased expressions, or `name=expr`."""
         return self._derived(self._df.with_columns(*exprs, **named_exprs))
 
+    # -- DataFusion parity: metadata passed through, results through the Arrow protocols -------
+    def __getitem__(self, key: str | list[str]) -> DistributedDataFrame:
+        """The column `key` (or the columns of a list of names), like `select`."""
+        return self._derived(self._df[key])
+
+    def logical_plan(self) -> LogicalPlan:
+        """The unoptimized logical plan (DataFusion's; nothing runs)."""
+        return self._df.logical_plan()
+
+    def optimized_logical_plan(self) -> LogicalPlan:
+        """The logical plan after DataFusion's optimizer (nothing runs)."""
+        return self._df.optimized_logical_plan()
+
+    def execution_plan(self) -> ExecutionPlan:
+        """DataFusion's single-node physical plan, planned on the wrapped context (nothing runs).
+
+        It is not what runs on the cluster: `distributed_plan()` is the plan cut into stages,
+        and `explain()` shows it."""
+        return self._df.execution_plan()
+
+    def into_view(self, temporary: bool = False) -> Table:
+        """This query as a view, for `register_table` (queries of the view run distributed
+        like any other query of the context). `dctx.register_view(name, df)` does both.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> dctx.register_table("small", dctx.sql("SELECT 1 AS value").into_view())
+            >>> dctx.sql("SELECT value + 1 AS two FROM small").to_pydict()
+            {'two': [2]}
+        """
+        return self._df.into_view(temporary)
+
+    def parse_sql_expr(self, expr: str) -> Expr:
+        """`expr`, SQL expression text, parsed against this frame's schema (nothing runs)."""
+        return self._df.parse_sql_expr(expr)
+
+    def column(self, name: str) -> Expr:
+        """The column `name` as an expression qualified with its table (useful after joins)."""
+        return self._df.column(name)
+
+    def col(self, name: str) -> Expr:
+        """Alias of `column`."""
+        return self.column(name)
+
+    def find_qualified_columns(self, *names: str) -> list[Expr]:
+        """The columns `names` as expressions qualified with their tables."""
+        return self._df.find_qualified_columns(*names)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        """Stream the result, as `execute_stream()` does: `for batch in df`.
+
+        The batches are `pyarrow.RecordBatch`es (DataFusion's own iteration yields its
+        `RecordBatch` wrapper, whose `to_pyarrow()` gives the same)."""
+        return self.execute_stream()
+
+    def __aiter__(self) -> AsyncIterator[pa.RecordBatch]:
+        """Stream the result without blocking an event loop: `async for batch in df`.
+
+        The batches are read in a thread of their own, one at a time; leaving the loop early
+        ends the query as closing `execute_stream()` does."""
+        return self._stream_async()
+
+    async def _stream_async(self) -> AsyncIterator[pa.RecordBatch]:
+        end = object()
+        # One thread for the stream (its planning too, off the event loop): a read left running
+        # by a cancelled reader ends before the stream is closed, never at the same time.
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datafusion-distributed-aiter")
+        try:
+            stream = await asyncio.wrap_future(reader.submit(self.execute_stream))
+        except BaseException:
+            reader.shutdown(wait=False)
+            raise
+        try:
+            while (batch := await asyncio.wrap_future(reader.submit(next, stream, end))) is not end:
+                yield batch
+        finally:
+            reader.submit(stream.close)
+            reader.shutdown(wait=False)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The result as an Arrow C stream (the Arrow PyCapsule interface), so that
+        `pa.table(df)`, `pa.RecordBatchReader.from_stream(df)`, `pl.DataFrame(df)`, DuckDB and
+        other Arrow consumers read it directly.
+
+        The query starts when the consumer reads the first batch, and batches are handed over
+        as the coordinator receives them: the result is never gathered in memory here.
+        `requested_schema` (a schema, or its capsule) is applied as pyarrow's reader applies it.
+        """
+        schema = self.schema()
+        plan = self.distributed_plan()  # a query that does not plan fails here, not mid-read
+        batches = (_as_schema(batch, schema) for batch in self._execute_plan(plan))
+        reader = pa.RecordBatchReader.from_batches(schema, batches)
+        return reader.__arrow_c_stream__(requested_schema)
+
+    def collect_partitioned(self) -> list[list[pa.RecordBatch]]:
+        """Run the query and return its result batches by output partition.
+
+        The result of a distributed query reaches the coordinator as one stream (the final
+        stage's partitions merged, as DataFusion's `execute_stream` merges them), so this is
+        a single partition: `[df.collect()]`."""
+        return [self.collect()]
+
+    def execute_stream_partitioned(self) -> list[Iterator[pa.RecordBatch]]:
+        """One stream per output partition: a single one, `execute_stream()`, for the reason
+        `collect_partitioned` gives."""
+        return [self.execute_stream()]
+
+    def collect_column(self, column_name: str) -> pa.Array | pa.ChunkedArray:
+        """Run the query for the column `column_name` alone and return its values as one array."""
+        table = self.select(self._df.column(column_name)).to_arrow_table()
+        return table.column(0).combine_chunks()
+
+    def cache(self) -> DistributedDataFrame:
+        """Run the query once and return a DistributedDataFrame over its result, so that later
+        queries on it read the result instead of computing it again.
+
+        The result is kept in the coordinator's memory, as a memory table of this context's
+        SessionContext (not registered under any name), and travels to the workers with the
+        plans of the queries that read it; it is freed with the DataFrames that use it.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> cached = dctx.sql("SELECT * FROM (VALUES (1), (2), (3)) AS t(a)").cache()
+            >>> cached.filter(col("a") > lit(1)).count()
+            2
+        """
+        batches = self.collect()
+        schema = self.schema()
+        ctx = self._dctx.ctx
+        # A memory table is made through a name only; the frame keeps the table itself, so
+        # the name is dropped at once and the data lives as long as the frames reading it.
+        name = f"__cache_{uuid.uuid4().hex}"
+        frame = ctx.create_dataframe([[_as_schema(b, schema) for b in batches]], name=name, schema=schema)
+        ctx.deregister_table(name)
+        return DistributedDataFrame(self._dctx, frame)
+
     # -- what the query is and how it runs ------------------------------------------------------
     def schema(self) -> pa.Schema:
         """The schema of the result."""
@@ -430,6 +589,12 @@ class DistributedDataFrame:
 
     def __repr__(self) -> str:
         return f"DistributedDataFrame({self._df.logical_plan().display()!r})"
+
+
+def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with exactly `schema`: the batches of a result can differ from the schema
+    DataFusion states for it in field metadata or nullability only."""
+    return batch if batch.schema == schema else batch.cast(schema)
 
 
 def format_table(table: pa.Table, max_width: int = 40) -> str:

@@ -22,6 +22,14 @@ class InvalidSetting(QueryFailed, ValueError):
     names the setting). A ValueError too, as a bad `DistributedConfig` raises."""
 
 
+class ContextClosed(QueryFailed):
+    """A query was started on a DistributedContext after its `close()`: its connections (and
+    its embedded cluster) are gone, so a new context is needed."""
+
+    def __init__(self) -> None:
+        super().__init__("the DistributedContext is closed: make a new one to run queries")
+
+
 class ResultStreamLost(QueryFailed):
     """A worker was lost while the result was streamed (`execute_stream`), after `delivered`
     batches had been handed out: they cannot be taken back, so the query must be run again.
