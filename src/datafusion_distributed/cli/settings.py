@@ -86,7 +86,8 @@ def _converter(field: dataclasses.Field) -> tuple[Callable[[str], Any], str]:
         try:
             return base(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {base.__name__}") from exc
+            kind = {int: "whole number", float: "number"}.get(base, base.__name__)
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from exc
 
     convert.__name__ = base.__name__  # argparse names the type in its messages
     # "none" is worth showing where it changes something: the default is not None already
