@@ -54,15 +54,16 @@ def single_node_sf01(tpch_sf01: Path) -> SessionContext:
 
 @pytest.fixture
 def run_cli():
-    """Run the command line (`python -m datafusion_distributed ...`) with no input, bounded."""
+    """Run the command line (`python -m datafusion_distributed ...`), bounded, with `stdin` as
+    its standard input (none by default)."""
 
-    def run(*args: str) -> subprocess.CompletedProcess:
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "datafusion_distributed", *args],
             capture_output=True,
             text=True,
             timeout=120,
-            stdin=subprocess.DEVNULL,
+            **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
         )
 
     return run

@@ -1,8 +1,6 @@
-"""Command line: run a worker, or run one SQL query distributed.
+"""The `worker` command: serve a FlightWorker until asked to stop.
 
-    DATAFUSION_DISTRIBUTED_TOKEN=... datafusion-distributed worker --host 127.0.0.1 --port 50051
-    datafusion-distributed sql "SELECT ..." --workers grpc://h1:50051,grpc://h2:50051 \\
-        --table lineitem=data/lineitem/ [--explain]
+DATAFUSION_DISTRIBUTED_TOKEN=... datafusion-distributed worker --host 127.0.0.1 --port 50051
 """
 
 from __future__ import annotations
@@ -16,10 +14,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
-
-TABLE_READERS = {".parquet": "register_parquet", ".csv": "register_csv", ".json": "register_json",
-                 ".ndjson": "register_json", ".arrow": "register_arrow", ".avro": "register_avro"}  # fmt: skip
 
 
 def _load_hook(spec: str | None):
@@ -78,8 +72,8 @@ def run_worker(args: argparse.Namespace) -> int:
     Calls still in progress `STOP_SECONDS` after that (running tasks) are abandoned: their
     coordinator takes the worker for lost. A spool folder the worker made itself, or any with
     `--remove-spool-on-exit`, is deleted as it exits."""
-    from .protocol.auth import TOKEN_ENV, token_from_env
-    from .worker.flight_worker import FlightWorker
+    from ..protocol.auth import TOKEN_ENV, token_from_env
+    from ..worker.flight_worker import FlightWorker
 
     token = args.auth_token or token_from_env()
     if token is None and not args.insecure_no_auth:
@@ -125,68 +119,8 @@ def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _register_table(dctx, spec: str) -> None:
-    name, _, path = spec.partition("=")
-    if not name or not path:
-        raise SystemExit(f"--table must look like name=path, got {spec!r}")
-    probe = path.rstrip("/")
-    if os.path.isdir(probe):
-        exts = {os.path.splitext(f)[1] for f in os.listdir(probe)} & set(TABLE_READERS)
-        if len(exts) != 1:
-            raise SystemExit(
-                f"cannot tell the format of folder {path!r} (found {sorted(exts) or 'no data files'})"
-            )
-        ext = exts.pop()
-    else:
-        ext = os.path.splitext(probe)[1]
-    if ext not in TABLE_READERS:
-        raise SystemExit(f"unknown table format {ext!r} for {path!r}: use one of {sorted(TABLE_READERS)}")
-    if not os.path.exists(probe):
-        raise SystemExit(f"table {name!r}: no such file or folder {path!r}")
-    getattr(dctx.ctx, TABLE_READERS[ext])(name, path, **({"file_extension": ext} if ext == ".ndjson" else {}))
-
-
-def run_sql(args: argparse.Namespace) -> int:
-    """`sql`: run one query on the workers given (or an embedded cluster) and print its result or plan."""
-    from . import DistributedConfig, DistributedContext
-    from .coordinator.dataframe import format_table
-    from .protocol.resolver import EnvResolver
-
-    workers = None
-    if args.workers:
-        workers = [u for u in args.workers.split(",") if u]
-    elif os.environ.get("DATAFUSION_DISTRIBUTED_WORKERS"):
-        workers = EnvResolver()
-    config = DistributedConfig(
-        tls_root_certs=args.tls_root_certs,
-        tls_client_cert=args.tls_client_cert,
-        tls_client_key=args.tls_client_key,
-    )
-    # the progress line goes to standard error, and only when that is a terminal
-    with DistributedContext(workers=workers, config=config, progress=args.progress) as dctx:
-        for spec in args.table:
-            _register_table(dctx, spec)
-        df = dctx.sql(args.query)
-        if args.explain or args.analyze:
-            df.explain(analyze=args.analyze, verbose=args.verbose, format=args.format)
-            return 0
-        started = time.perf_counter()
-        table = df.to_arrow_table()
-        if table.column_names == ["plan_type", "plan"]:  # EXPLAIN [ANALYZE]: print plans whole
-            for row in table.to_pylist():
-                print(row["plan"])
-        else:
-            print(format_table(table))
-        print(f"{table.num_rows} row(s) in {time.perf_counter() - started:.3f}s", file=sys.stderr)
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of both subcommands; each sets `run` to the function that carries it out."""
-    parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
-    parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_worker_command(sub: argparse._SubParsersAction) -> None:
+    """The `worker` subcommand and its flags."""
     worker = sub.add_parser("worker", help="run a worker serving Arrow Flight")
     worker.add_argument("--host", default="127.0.0.1")
     worker.add_argument("--port", type=int, default=50051, help="0 picks a free port")
@@ -239,52 +173,3 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory pool shared by the worker's tasks (DataFusion fair spill pool)",
     )
     worker.set_defaults(run=run_worker)
-
-    sql = sub.add_parser("sql", help="run one SQL query distributed and print the result")
-    sql.add_argument("query")
-    sql.add_argument("--workers", help="comma-separated worker URLs (default: embedded cluster)")
-    sql.add_argument("--table", action="append", default=[], help="name=path (parquet/csv/json/arrow)")
-    sql.add_argument("--explain", action="store_true", help="print the distributed plan instead")
-    sql.add_argument(
-        "--analyze", action="store_true", help="run the query and print its plan with metrics instead"
-    )
-    sql.add_argument("--verbose", action="store_true", help="with --analyze: every metric and every task")
-    sql.add_argument(
-        "--format", choices=["text", "graphviz", "mermaid"], default="text", help="plan format of --explain"
-    )
-    sql.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no live progress line (it is only drawn when standard error is a terminal)",
-    )
-    sql.add_argument(
-        "--tls-root-certs", help="PEM file of the CAs that signed grpc+tls:// workers' certificates"
-    )
-    sql.add_argument(
-        "--tls-client-cert", help="PEM client certificate for workers that require one (--tls-client-ca)"
-    )
-    sql.add_argument("--tls-client-key", help="PEM private key of --tls-client-cert")
-    sql.set_defaults(run=run_sql)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code (1 with a one-line message on an error)."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
-    try:
-        return args.run(args)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # a clear message instead of a traceback
-        if args.log_level.upper() == "DEBUG":
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

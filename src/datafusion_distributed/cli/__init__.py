@@ -1,0 +1,54 @@
+"""Command line: run a worker, or run SQL distributed.
+
+    DATAFUSION_DISTRIBUTED_TOKEN=... datafusion-distributed worker --host 127.0.0.1 --port 50051
+    datafusion-distributed sql "SELECT ..." --workers grpc://h1:50051,grpc://h2:50051 \\
+        --table lineitem=data/lineitem/ [--explain]
+    datafusion-distributed sql -f report.sql      # or no query: a prompt, or standard input
+
+`worker.py` and `sql.py` make the two commands; `shell.py` is the interactive prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .sql import add_sql_command
+from .worker import add_worker_command
+
+# The exit status of a command stopped by Ctrl-C, as shells report SIGINT (128 + 2).
+INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of both subcommands; each sets `run` to the function that carries it out."""
+    parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_worker_command(sub)
+    add_sql_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code (1 with a one-line message on an error, 130
+    with "cancelled" after Ctrl-C)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("cancelled", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    except Exception as exc:  # a clear message instead of a traceback
+        if args.log_level.upper() == "DEBUG":
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
