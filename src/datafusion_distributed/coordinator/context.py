@@ -19,6 +19,7 @@ from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
 from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.stage import DistributedPlan
+from ..metrics.progress import running_in_notebook
 from ..protocol.auth import read_pem
 from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
@@ -112,7 +113,8 @@ class DistributedContext:
         handlers: event handlers (see `events`), asked before the built-in ones: task counts,
             task routing, lifecycle events; and, on the embedded cluster's workers, plan rewrites.
         progress: show a live progress line while queries run (only on a terminal or in a
-            notebook). Default False; each call can say otherwise.
+            notebook). Default: on in a Jupyter notebook, off elsewhere; each call can say
+            otherwise.
 
     Examples:
         >>> from datafusion import SessionContext
@@ -130,10 +132,10 @@ class DistributedContext:
         config: DistributedConfig | None = None,
         session_builder: SessionBuilder | None = None,
         handlers: Sequence[Any] = (),
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.handlers = HandlerChain(handlers)
-        self.progress = progress
+        self.progress = running_in_notebook() if progress is None else progress
         self.ctx = ctx if ctx is not None else SessionContext()
         self.config = config or DistributedConfig()
         self._initial_config = self.config  # what RESET distributed.<name> returns to

@@ -587,8 +587,32 @@ class DistributedDataFrame:
             pass
         return self.metrics
 
+    # -- display: the first rows, computed distributed (see display.py) -------------------------
     def __repr__(self) -> str:
-        return f"DistributedDataFrame({self._df.logical_plan().display()!r})"
+        """The first rows as a text table, as datafusion-python's DataFrame shows itself.
+
+        Runs the query for those rows only (`datafusion.dataframe_formatter`'s `max_rows`, 10
+        by default); `metrics` then describes that run."""
+        from .display import preview, render_text
+
+        return render_text(preview(self))
+
+    def _repr_html_(self) -> str:
+        """The first rows as an HTML table, with the stages, tasks, rows and time of the run."""
+        from .display import preview, render_html
+
+        return render_html(preview(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Text and HTML from one run, for notebooks (which would otherwise run the query for
+        each); a failed query shows its error instead of a traceback per format."""
+        from .display import preview, render_error, render_html, render_text
+
+        try:
+            shown = preview(self)
+        except Exception as exc:
+            return render_error(exc)
+        return {"text/plain": render_text(shown), "text/html": render_html(shown)}
 
 
 def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -1,14 +1,18 @@
-"""A live progress line for running queries, drawn with rich: stages done of total, tasks
-running and done, rows and bytes exchanged so far.
+"""A live progress line for running queries: stages done of total, tasks running and done,
+rows and bytes exchanged so far, and at the end how the query ended.
 
-It is an ordinary event handler: events only update counters, and rich redraws from them a
-few times a second on its own thread, so a query never waits for the display. On a console
-that is not a terminal (a pipe, a log file) it draws nothing; in a notebook rich shows it as
-a cell output.
+It is an ordinary event handler: events only update counters, and a drawing thread redraws
+from them a few times a second, so a query never waits for the display. On a terminal rich
+draws it; in a Jupyter notebook it is a cell output updated in place (an IPython display, so
+it needs no widgets and stays in the saved notebook); anywhere else (a pipe, a log file) it
+draws nothing. When the query ends the line stays, saying "finished", "failed", "cancelled"
+or "timed out".
 """
 
 from __future__ import annotations
 
+import html
+import sys
 import threading
 import time
 from typing import Any
@@ -17,6 +21,28 @@ from ..events.handlers import DistributedHandler, Event, EventKind
 from .explain import format_bytes, format_seconds
 
 REFRESHES_PER_SECOND = 4
+NOTEBOOK_STYLE = "font-family: monospace; font-size: 0.85em; color: #555; margin: 2px 0;"
+
+
+def running_in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython shell with a kernel), where
+    progress is shown by default, as `tqdm.auto` does; a terminal IPython is not one."""
+    ipython = sys.modules.get("IPython")  # never imported here: a kernel has imported it
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def outcome_of(error: BaseException | None) -> str:
+    """How a query that ended with `error` (None: it succeeded) is described on its last line."""
+    if error is None:
+        return "finished"
+    from .. import QueryCancelled, QueryTimedOut  # the public API; imported late (it imports us)
+
+    if isinstance(error, QueryTimedOut):
+        return "timed out"
+    if isinstance(error, (QueryCancelled, KeyboardInterrupt)):
+        return "cancelled"
+    return "failed"
 
 
 class QueryProgress:
@@ -32,6 +58,8 @@ class QueryProgress:
         self.bytes = 0
         self.failed = 0
         self.finished = False
+        self.outcome = ""  # once finished: "finished", "failed", "cancelled" or "timed out"
+        self.seconds = 0.0  # once finished: how long the query ran
 
     def update(self, event: Event) -> None:
         """Count what `event` reports."""
@@ -51,28 +79,37 @@ class QueryProgress:
         elif kind is EventKind.STAGE_FINISHED:
             self.stages_done += 1
         elif kind in (EventKind.QUERY_FINISHED, EventKind.QUERY_FAILED):
+            self.seconds = time.perf_counter() - self.started
+            self.outcome = outcome_of(event.error if kind is EventKind.QUERY_FAILED else None)
             self.finished = True
 
     def text(self) -> str:
-        """The progress line as it stands now."""
-        elapsed = format_seconds(time.perf_counter() - self.started)
+        """The progress line as it stands now; once the query ended, its last line."""
         failed = f", {self.failed} failed" if self.failed else ""
-        return (
-            f"stages {self.stages_done}/{self.stages} · tasks {self.tasks_running} running, "
-            f"{self.tasks_done} done{failed} · {self.rows:,} rows · {format_bytes(self.bytes)} shuffled · {elapsed}"
+        if self.finished:
+            tasks = f"{self.tasks_done} task{'' if self.tasks_done == 1 else 's'} done{failed}"
+            elapsed = format_seconds(self.seconds)
+        else:
+            tasks = f"tasks {self.tasks_running} running, {self.tasks_done} done{failed}"
+            elapsed = format_seconds(time.perf_counter() - self.started)
+        line = (
+            f"stages {self.stages_done}/{self.stages} · {tasks} · {self.rows:,} rows · "
+            f"{format_bytes(self.bytes)} shuffled · {elapsed}"
         )
+        return f"{line} · {self.outcome}" if self.finished else line
 
 
 class ProgressDisplay(DistributedHandler):
     """Shows each query's progress while it runs (see the module docstring).
 
     Args:
-        console: a rich Console (default: a new one on standard error).
+        console: a rich Console (default: a new one on standard error); a console in a
+            notebook (`is_jupyter`) draws the line as a notebook output instead.
     """
 
     def __init__(self, console: Any = None):
         self.console = console
-        self._live: Any = None
+        self._line: _TerminalLine | _NotebookLine | None = None
         self._progress: QueryProgress | None = None
         self._query_id: str | None = None
         self._lock = threading.Lock()
@@ -106,26 +143,72 @@ class ProgressDisplay(DistributedHandler):
     def _start(self, query_id: str, progress: QueryProgress) -> None:
         if not self.enabled:
             return
-        from rich.live import Live
-
+        console = self._console()
+        line = _NotebookLine(progress) if console.is_jupyter else _TerminalLine(progress, console)
         with self._lock:
             self._query_id = query_id
             self._progress = progress
-            self._live = Live(
-                _Renderable(progress),
-                console=self._console(),
-                refresh_per_second=REFRESHES_PER_SECOND,
-                transient=False,
-            )
-            self._live.start()
+            self._line = line
+        line.start()
 
     def _stop(self) -> None:
         with self._lock:
-            live, self._live = self._live, None
+            line, self._line = self._line, None
             self._progress = None
-        if live is not None:
-            live.refresh()
-            live.stop()
+        if line is not None:
+            line.stop()
+
+
+class _TerminalLine:
+    """The line on a terminal: a rich Live, redrawn by rich's own thread; its last drawing stays."""
+
+    def __init__(self, progress: QueryProgress, console: Any):
+        from rich.live import Live
+
+        self.live = Live(
+            _Renderable(progress), console=console, refresh_per_second=REFRESHES_PER_SECOND, transient=False
+        )
+
+    def start(self) -> None:
+        self.live.start()
+
+    def stop(self) -> None:
+        self.live.refresh()
+        self.live.stop()
+
+
+class _NotebookLine:
+    """The line in a notebook: a display output that a thread updates in place.
+
+    rich's own notebook support needs ipywidgets and a notebook with the widget extension,
+    and leaves nothing in a saved notebook; an IPython display with an id needs neither. The
+    thread also ends by itself once the query has ended, so an interrupted `stop` cannot
+    leave it running."""
+
+    def __init__(self, progress: QueryProgress):
+        self.progress = progress
+        self._stopped = threading.Event()
+        self._handle: Any = None
+        self._thread = threading.Thread(target=self._redraw, name="query-progress", daemon=True)
+
+    def _bundle(self) -> dict[str, str]:
+        text = self.progress.text()
+        return {"text/plain": text, "text/html": f'<div style="{NOTEBOOK_STYLE}">{html.escape(text)}</div>'}
+
+    def start(self) -> None:
+        from IPython.display import display
+
+        self._handle = display(self._bundle(), raw=True, display_id=True)
+        self._thread.start()
+
+    def _redraw(self) -> None:
+        while not self._stopped.wait(1 / REFRESHES_PER_SECOND) and not self.progress.finished:
+            self._handle.update(self._bundle(), raw=True)
+        self._handle.update(self._bundle(), raw=True)  # the last line: how the query ended
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)  # bounded: a stuck notebook connection must not hang the query
 
 
 class _Renderable:
