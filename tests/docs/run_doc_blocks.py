@@ -41,7 +41,7 @@ def run_python(block: dict, namespace: dict) -> dict:
 
 def bash(script: str, capture: bool) -> subprocess.CompletedProcess:
     """Run a script in bash with the environment the previous shell block left."""
-    prologue = f'[ -f {ENV_FILE} ] && source {ENV_FILE}\n'
+    prologue = f"[ -f {ENV_FILE} ] && source {ENV_FILE}\n"
     epilogue = f"\nexport -p > {ENV_FILE}\n"
     return subprocess.run(
         ["bash", "-c", prologue + script + epilogue],
@@ -63,7 +63,9 @@ def run_shell(block: dict) -> dict:
 def run_console(block: dict) -> dict:
     # Each command is followed by a marker, so one shell runs them all (an `export` carries
     # over) and the output still splits per command.
-    script = "".join(f"{c['command']}\necho; echo '{COMMAND_MARKER.format(i)}'\n" for i, c in enumerate(block["commands"]))
+    script = "".join(
+        f"{c['command']}\necho; echo '{COMMAND_MARKER.format(i)}'\n" for i, c in enumerate(block["commands"])
+    )
     done = bash(script, capture=True)
     outputs, rest = [], done.stdout
     for i in range(len(block["commands"])):

@@ -14,7 +14,8 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -33,7 +34,9 @@ BLOCKS = [block for doc in DOCS for block in doc_blocks(REPO, doc)]
 @pytest.fixture(scope="session")
 def sales_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The table examples/localhost_cluster.py writes, which several docs query."""
-    spec = importlib.util.spec_from_file_location("localhost_cluster", REPO / "examples" / "localhost_cluster.py")
+    spec = importlib.util.spec_from_file_location(
+        "localhost_cluster", REPO / "examples" / "localhost_cluster.py"
+    )
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     table = tmp_path_factory.mktemp("docs-data") / "sales"
@@ -41,45 +44,86 @@ def sales_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return table
 
 
+@dataclass(eq=False)  # hashable by identity, for the cached finish()
+class DocRun:
+    """One doc file's blocks running (or run) in their own folder."""
+
+    doc: str
+    blocks: list[CodeBlock]
+    workdir: Path
+    process: subprocess.Popen
+    deadline: float
+
+    @property
+    def results_path(self) -> Path:
+        return self.workdir / ".docs-test-results.json"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / ".docs-test-output.log"
+
+    @cache  # noqa: B019 - one wait per run, for the session
+    def finish(self) -> tuple[list[dict], list[str]]:
+        """Wait for the run, within its deadline, and return each block's result and output."""
+        try:
+            returncode = self.process.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            ended = f"the block runner exited with status {returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            ended = f"timed out after {FILE_TIMEOUT}s"
+        results = json.loads(self.results_path.read_text()) if self.results_path.exists() else []
+        if len(results) < len(self.blocks):
+            results.append({"status": "failed", "error": f"{ended} in {self.blocks[len(results)].id}"})
+        return results, _split_output(self.log_path.read_text(errors="replace"), len(self.blocks))
+
+
+def start_doc(doc: str, workdir: Path, sales_table: Path) -> DocRun:
+    """Start running a doc file's blocks in `workdir`, in a subprocess of its own."""
+    _lay_out_like_the_repository(workdir, sales_table)
+    blocks = [block for block in BLOCKS if block.doc == doc]
+    spec = [
+        {**asdict(b), "commands": [asdict(c) for c in console_commands(b)] if b.kind == CONSOLE else []}
+        for b in blocks
+    ]
+    (workdir / ".docs-test-blocks.json").write_text(json.dumps(spec))
+    with open(workdir / ".docs-test-output.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-u", str(RUNNER), ".docs-test-blocks.json", ".docs-test-results.json"],
+            cwd=workdir,
+            env=_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so a timeout stops the workers it started too
+        )
+    return DocRun(doc, blocks, workdir, process, time.monotonic() + FILE_TIMEOUT)
+
+
 @pytest.fixture(scope="session")
 def doc_runs(tmp_path_factory: pytest.TempPathFactory, sales_table: Path):
-    """Run a doc file's blocks once (on first use) and return (workdir, results, outputs)."""
+    """A doc file's run, started on first use; the next file starts at the same time, so two
+    files run at once (most of a file's time is spent waiting on its workers)."""
+    runs: dict[str, DocRun] = {}
+    order = list(dict.fromkeys(block.doc for block in BLOCKS))
 
-    @cache
+    def start(doc: str) -> DocRun:
+        if doc not in runs:
+            runs[doc] = start_doc(doc, tmp_path_factory.mktemp(doc.replace("/", "-")), sales_table)
+        return runs[doc]
+
     def run(doc: str) -> tuple[Path, list[dict], list[str]]:
-        workdir = tmp_path_factory.mktemp(doc.replace("/", "-"))
-        _lay_out_like_the_repository(workdir, sales_table)
-        blocks = [block for block in BLOCKS if block.doc == doc]
-        spec = [
-            {**asdict(b), "commands": [asdict(c) for c in console_commands(b)] if b.kind == CONSOLE else []}
-            for b in blocks
-        ]
-        (workdir / ".docs-test-blocks.json").write_text(json.dumps(spec))
-        results_path = workdir / ".docs-test-results.json"
-        log_path = workdir / ".docs-test-output.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-u", str(RUNNER), ".docs-test-blocks.json", str(results_path)],
-                cwd=workdir,
-                env=_environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # so a timeout stops the workers it started too
-            )
-            try:
-                process.wait(timeout=FILE_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        results = json.loads(results_path.read_text()) if results_path.exists() else []
-        if len(results) < len(blocks):
-            where = blocks[len(results) - 1].id if results else doc
-            results.append({"status": "failed", "error": f"timed out after {FILE_TIMEOUT}s in {where}"})
-        outputs = _split_output(log_path.read_text(errors="replace"), len(blocks))
-        return workdir, results, outputs
+        current = start(doc)
+        following = order.index(doc) + 1
+        if following < len(order):
+            start(order[following])
+        return (current.workdir, *current.finish())
 
-    return run
+    yield run
+    for started in runs.values():  # runs never waited for (deselected tests) are stopped
+        if started.process.poll() is None:
+            os.killpg(started.process.pid, signal.SIGKILL)
+            started.process.wait()
 
 
 def _lay_out_like_the_repository(workdir: Path, sales_table: Path) -> None:
@@ -92,7 +136,11 @@ def _lay_out_like_the_repository(workdir: Path, sales_table: Path) -> None:
 
 def _environment() -> dict[str, str]:
     """This Python's scripts first on PATH; no cluster settings inherited from the caller."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAFUSION_DISTRIBUTED_") or k.endswith("_DATA")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("DATAFUSION_DISTRIBUTED_") or k.endswith("_DATA")
+    }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["COLUMNS"] = TERMINAL_COLUMNS
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
@@ -105,13 +153,17 @@ def _split_output(log: str, count: int) -> list[str]:
     for i in range(count):
         start = log.find(f"\n@@docs-test block {i}@@\n")
         end = log.find(f"\n@@docs-test block {i + 1}@@\n")
-        outputs.append("" if start < 0 else log[start + len(f"\n@@docs-test block {i}@@\n") : end if end >= 0 else None])
+        outputs.append(
+            "" if start < 0 else log[start + len(f"\n@@docs-test block {i}@@\n") : end if end >= 0 else None]
+        )
     return outputs
 
 
 def _diff(expected: str, got: str) -> str:
     return "\n".join(
-        difflib.unified_diff(expected.splitlines(), got.splitlines(), "shown in the doc", "printed", lineterm="")
+        difflib.unified_diff(
+            expected.splitlines(), got.splitlines(), "shown in the doc", "printed", lineterm=""
+        )
     )
 
 
@@ -131,7 +183,7 @@ def test_block(block: CodeBlock, doc_runs) -> None:
         expected, got = normalise(block.expected), normalise(printed, workdir)
         assert output_matches(expected, got), f"{block.id} printed another output:\n{_diff(expected, got)}"
     if block.kind == CONSOLE:
-        for command, out in zip(console_commands(block), result["outputs"]):
+        for command, out in zip(console_commands(block), result["outputs"], strict=True):
             expected, got = normalise(command.expected), normalise(out, workdir)
             assert output_matches(expected, got), (
                 f"{block.doc}:{command.line} `{command.command}` printed another output:\n{_diff(expected, got)}"
