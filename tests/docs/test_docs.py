@@ -25,7 +25,7 @@ from doc_blocks import CONSOLE, PYTHON, CodeBlock, console_commands, doc_blocks,
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").glob("*.md"))]
 RUNNER = Path(__file__).with_name("run_doc_blocks.py")
-FILE_TIMEOUT = 600.0  # seconds for all the blocks of one file
+FILE_TIMEOUT = 300.0  # seconds for all the blocks of one file (under pytest-timeout's 600)
 TERMINAL_COLUMNS = "100"  # the width `--help` texts in the docs are wrapped at
 
 BLOCKS = [block for doc in DOCS for block in doc_blocks(REPO, doc)]
