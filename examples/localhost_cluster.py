@@ -35,7 +35,8 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 
-REPO = Path(__file__).resolve().parent.parent
+# Not resolved: run through a link to the checkout, the table goes next to the link.
+REPO = Path(__file__).absolute().parent.parent
 TABLE_DIR = REPO / "data" / "examples" / "sales"
 FILES, ROWS_PER_FILE = 4, 700_000
 REGIONS = np.array(["central", "east", "north", "south", "west"])
@@ -52,12 +53,12 @@ ORDER BY revenue DESC
 """
 
 
-def write_sales_table() -> None:
-    """A made-up sales table, the same on every run (fixed random seed)."""
-    if TABLE_DIR.exists():
+def write_sales_table(table_dir: Path = TABLE_DIR) -> None:
+    """A made-up sales table in `table_dir`, the same on every run (fixed random seed)."""
+    if table_dir.exists():
         return
-    TABLE_DIR.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".sales.", dir=TABLE_DIR.parent))
+    table_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".sales.", dir=table_dir.parent))
     rng = np.random.default_rng(7)
     for k in range(FILES):
         n = ROWS_PER_FILE
@@ -71,7 +72,7 @@ def write_sales_table() -> None:
             }
         )
         pq.write_table(table, staging / f"part-{k}.parquet")
-    staging.rename(TABLE_DIR)
+    staging.rename(table_dir)
 
 
 def start_worker(spool: Path, token: str) -> tuple[subprocess.Popen, str]:
