@@ -37,7 +37,8 @@ def test_defaults_are_the_documented_ones():
     assert repr(DistributedConfig()) == (
         "DistributedConfig(partitions_per_task=2, bytes_per_partition=16777216, cardinality_factor=1.0, "
         "max_tasks_per_stage=0, broadcast_inline_bytes=8388608, broadcast_total_rows=4000000, "
-        "broadcast_total_bytes=134217728, embedded_workers=2, compression='auto', connect_timeout=30.0, "
+        "broadcast_total_bytes=134217728, memory_table_inline_bytes=1048576, embedded_workers=2, "
+        "compression='auto', connect_timeout=30.0, "
         "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
         "tls_root_certs=None, tls_client_cert=None, tls_client_key=None)"
     )

@@ -27,7 +27,7 @@ from datafusion.plan import ExecutionPlan
 
 from datafusion_distributed.codec import fields as F
 from datafusion_distributed.codec import file_groups, scan_kind
-from datafusion_distributed.codec.wire import LEN, encode_len_field, iter_fields
+from datafusion_distributed.codec.wire import LEN, encode_len_field, encode_varint_field, iter_fields
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 
 ROOT = "PhysicalPlanNode.physical_plan_type"
@@ -118,6 +118,20 @@ PINS = [
         invalid_utf8(F.TIMESTAMP_ARGS_TZ),
         "GenerateSeriesArgsTimestamp.tz",
     ),
+    ("MEMORY_SCAN", [F.MEMORY_SCAN, 2], INVALID_MESSAGE, "MemoryScanExecNode.schema"),
+    (
+        "MEMORY_PARTITIONS",
+        [F.MEMORY_SCAN],
+        encode_varint_field(F.MEMORY_PARTITIONS, 1),
+        "MemoryScanExecNode.partitions",
+    ),
+    (
+        "MEMORY_SORT_INFORMATION",
+        [F.MEMORY_SCAN, F.MEMORY_SORT_INFORMATION],
+        INVALID_MESSAGE,
+        "MemoryScanExecNode.sort_information",
+    ),
+    ("MEMORY_FETCH", [F.MEMORY_SCAN], wrong_wire_type(F.MEMORY_FETCH), "MemoryScanExecNode.fetch"),
     (
         "GENERATE_SERIES_DATE_ARGS",
         [F.GENERATE_SERIES, F.GENERATE_SERIES_DATE_ARGS],

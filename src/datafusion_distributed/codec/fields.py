@@ -87,3 +87,10 @@ ARROW_TYPE_TIMESTAMP = 20
 TIMESTAMP_TIME_UNIT = 1
 TIMESTAMP_TIMEZONE = 2
 TIME_UNIT_NANOSECOND = 3  # TimeUnit enum value
+
+# PhysicalPlanNode's oneof: a scan of record batches held in the plan (a MemTable,
+# `from_pandas`, `register_record_batches`), and the MemoryScanExecNode fields we read.
+MEMORY_SCAN = 35
+MEMORY_PARTITIONS = 1  # repeated bytes: each partition's batches as one Arrow IPC stream
+MEMORY_SORT_INFORMATION = 4  # orderings the scan declares
+MEMORY_FETCH = 6  # a limit pushed into the scan

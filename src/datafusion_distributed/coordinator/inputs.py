@@ -36,7 +36,7 @@ def input_groups(
         return tuple(found)
 
     all_tasks = range(len(producer_outputs))
-    if stage_input.where.kind is BoundaryKind.SHUFFLE:
+    if stage_input.where.kind in (BoundaryKind.SHUFFLE, BoundaryKind.MEMORY):  # partition q: file q
         return tuple(files(q, all_tasks) for q in partitions)
     if stage_input.where.kind is BoundaryKind.COALESCE:
         return (files(0, all_tasks),)

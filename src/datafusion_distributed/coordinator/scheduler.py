@@ -36,6 +36,7 @@ from .inputs import exchange_schema, input_groups, needs_single_task
 from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
 from .retry import RetryPolicy
+from .shipping import TableShipper
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -81,6 +82,7 @@ class QueryRun:
             task_attempts, self.events, on_lost=functools.partial(self.liveness.forget, self.query_id)
         )
         self.head = HeadStage(self)
+        self.shipper = TableShipper(self)  # the plan's large memory tables, provided as producers
 
     @property
     def dead(self) -> set[str]:
@@ -105,10 +107,14 @@ class QueryRun:
         inputs = []
         for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
             produced = self.results[inp.producer]
+            schema = exchange_schema(produced)
+            where = inp.where
+            if inp.table is not None and schema is not None:
+                where = where.without_boundary()  # the table's data: read from its files instead
             inputs.append(
                 TaskInput.of(
-                    inp.where,
-                    schema=exchange_schema(produced),
+                    where,
+                    schema=schema,
                     groups=input_groups(inp, parts, produced, self._location(inp.producer)),
                 )
             )
@@ -228,8 +234,10 @@ class QueryRun:
     def recompute_lost_outputs(self) -> None:
         """Rerun, on live workers, completed tasks whose outputs were on lost workers (lineage).
 
-        Stages are visited producers first, so each rerun reads inputs that are already safe.
+        Stages are visited producers first, so each rerun reads inputs that are already safe;
+        shipped memory tables, which read nothing, come first.
         """
+        self.shipper.reship_lost()
         for stage in self.plan.stages:
             for task in self.tasks_run.get(stage.id, ()) if stage.id in self.results else ():
                 attempt = 0
@@ -288,6 +296,7 @@ class QueryRun:
                 self.release()
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
+        self.shipper.ship_all()
         self.run_stages(self.plan.stages[:-1])
         if len(self.tasks_of(self.plan.final)) == 1:
             yield from self.head.single_task()
@@ -303,6 +312,7 @@ class QueryRun:
         Sent as `cancel`, which also stops any task of the query still running (after an error,
         a cancellation or an early close) and refuses late ones."""
         self.liveness.forget(self.query_id)
+        self.shipper.discard()
         for url in sorted(self.contacted & self.dead):
             kept_threads.submit(self._cancel_on, url)  # bounded by connect_timeout; errors ignored
         live = sorted(self.contacted - self.dead)

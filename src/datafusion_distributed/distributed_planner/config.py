@@ -51,6 +51,10 @@ class PlanningSettings:
             grows. At least 0. Defaults 4000000 rows and 128 MiB (2000000 rows and 64 MiB per
             copy on 2 workers); `broadcast_total_rows=None` leaves DataFusion's settings as
             they are.
+        memory_table_inline_bytes: a memory table (`from_pandas`, `register_record_batches`,
+            a MemTable) whose data is larger than this is written once by the coordinator, as
+            Arrow IPC files its workers read like an exchange's outputs, instead of travelling
+            inside every task's plan. At least 0. Default 1 MiB.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -63,6 +67,7 @@ class PlanningSettings:
     broadcast_inline_bytes: int = 8 * MiB
     broadcast_total_rows: int | None = 4_000_000
     broadcast_total_bytes: int = 128 * MiB
+    memory_table_inline_bytes: int = 1 * MiB
 
     def __post_init__(self) -> None:
         require(self.partitions_per_task >= 1, "partitions_per_task", "at least 1", self.partitions_per_task)
@@ -79,6 +84,12 @@ class PlanningSettings:
         require(rows is None or rows >= 0, "broadcast_total_rows", "at least 0 (or None)", rows)
         require(
             self.broadcast_total_bytes >= 0, "broadcast_total_bytes", "at least 0", self.broadcast_total_bytes
+        )
+        require(
+            self.memory_table_inline_bytes >= 0,
+            "memory_table_inline_bytes",
+            "at least 0",
+            self.memory_table_inline_bytes,
         )
 
     def planner(self, workers: int) -> PlannerConfig:

@@ -1,6 +1,8 @@
 """Cut a DataFusion physical plan into a DAG of stages and give each stage its tasks.
 
-1. Walk the plan from the root; each boundary (see `boundaries`) starts a producer stage.
+1. Walk the plan from the root; each boundary (see `boundaries`) starts a producer stage, and
+   each memory table larger than `memory_table_inline_bytes` becomes an input the coordinator
+   ships once (`ShippedTable`) instead of data inside every task's plan.
 2. Give each stage a task count: from scanned bytes at leaves, from input stages above them,
    capped by the workers and by the partitions a stage can split; 1 if anything in it forbids
    splitting.
@@ -21,11 +23,20 @@ from datafusion.plan import ExecutionPlan
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
+from ..codec.memory import MemoryScan, memory_scan
 from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
 from ..events.handlers import TaskCountRequest
 from ..execution_plans.plan_node import PlanNode, whole_children
-from ..execution_plans.stage import BoundaryKind, DistributedPlan, InputBoundary, Stage, StageInput, TaskPlan
+from ..execution_plans.stage import (
+    BoundaryKind,
+    DistributedPlan,
+    InputBoundary,
+    ShippedTable,
+    Stage,
+    StageInput,
+    TaskPlan,
+)
 from .boundaries import (
     boundary_kind,
     ordering_from_below,
@@ -56,6 +67,19 @@ class _Fragment:
     tasks: int = 1
     reason: str = ""
     stage_id: int = -1
+    table: MemoryScan | None = None  # a memory table the coordinator ships: no stage of its own
+    path: tuple[int, ...] = ()  # child indices from the plan's root to `root`
+
+
+def _shipped(node: PlanNode, ship_above: int | None) -> MemoryScan | None:
+    """The memory table `node` scans, when it is large enough to be shipped once rather than
+    travel inside plans. A scan declaring an ordering stays: a scan of files would not."""
+    if ship_above is None or node.children or len(node.raw) <= ship_above:
+        return None
+    table = memory_scan(node.raw)
+    if table is None or table.ordered or table.data_bytes <= ship_above:
+        return None
+    return table
 
 
 def _collect(
@@ -66,7 +90,15 @@ def _collect(
     keep_shuffles: bool = False,
     uses_subquery: bool = False,
     kept_by: str | None = None,
+    path: tuple[int, ...] = (),
+    ship_above: int | None = None,
 ) -> None:
+    table = _shipped(node, ship_above)
+    if table is not None:
+        shipped = _Fragment(root=node, kind=BoundaryKind.MEMORY, table=table, path=path)
+        shipped.reason = "written once by the coordinator"
+        fragment.edges.append(_Edge(node, shipped, whole))
+        return
     kind = None if is_root else boundary_kind(node)
     if kind is not None and kept_by is not None:
         # A node above relies on what DataFusion knew of the rows here (see
@@ -81,8 +113,8 @@ def _collect(
         fragment.hazards.append(f"{node.name} reads a scalar subquery's value computed above it")
         kind = None
     if kind is not None:
-        child = _Fragment(root=node, kind=kind)
-        _collect(child, node, whole=False, is_root=True)
+        child = _Fragment(root=node, kind=kind, path=path)
+        _collect(child, node, whole=False, is_root=True, path=path, ship_above=ship_above)
         fragment.edges.append(_Edge(node, child, whole))
         return
     if scan_kind(node.raw) is not None:
@@ -107,12 +139,14 @@ def _collect(
             keep_shuffles=keep_shuffles,
             uses_subquery=uses_subquery or (node.name == "ScalarSubqueryExec" and i == 0),
             kept_by=kept_by,
+            path=(*path, i),
+            ship_above=ship_above,
         )
 
 
 def _edge_units(edge: _Edge) -> int:
     """Partitions of an input that tasks can share out."""
-    if edge.fragment.kind is BoundaryKind.SHUFFLE:
+    if edge.fragment.kind in (BoundaryKind.SHUFFLE, BoundaryKind.MEMORY):
         return edge.node.partitions
     return 1  # a coalesce or merge yields one partition in the consumer
 
@@ -122,6 +156,8 @@ def _scanned_bytes(scan: PlanNode) -> int:
 
 
 def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: HandlerChain) -> None:
+    if fragment.table is not None:
+        return  # written by the coordinator, not run as tasks
     for edge in fragment.edges:
         _assign_task_counts(edge.fragment, config, handlers)
     split_scans = [scan for scan, whole in fragment.scans if not whole]
@@ -134,9 +170,11 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
         fragment.tasks, fragment.reason = 1, "nothing to split: every input is read whole"
         return
     shuffles = [e.fragment.tasks for e in split_edges if e.fragment.kind is BoundaryKind.SHUFFLE]
+    # a shipped memory table is read like a scan: its bytes count toward the stage's size
+    tables = sum(e.fragment.table.data_bytes for e in split_edges if e.fragment.table is not None)
     request = TaskCountRequest(
         fragment.root,
-        sum(_scanned_bytes(s) for s in split_scans),
+        sum(_scanned_bytes(s) for s in split_scans) + tables,
         tuple(shuffles),
         min(units),
         config.workers,
@@ -161,10 +199,12 @@ def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
       parallel there.
     """
     for edge in fragment.edges:
+        if edge.fragment.table is not None:
+            continue  # folding it back would put the table in the plan again
         _fold_boundaries(edge.fragment, config)
         if edge.fragment.tasks == 1 and fragment.tasks == 1:
             edge.inline = True
-        elif edge.whole and fragment.tasks > 1 and not _cut_edges(edge.fragment):
+        elif edge.whole and fragment.tasks > 1 and all(e.fragment.table for e in _cut_edges(edge.fragment)):
             scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_scans(edge.fragment))
             edge.inline = scanned <= config.broadcast_inline_bytes
 
@@ -249,10 +289,39 @@ def _chunks(n: int, parts: int) -> list[list[int]]:
     return [list(range(n * k // parts, n * (k + 1) // parts)) for k in range(parts)]
 
 
-def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
+def _count_stages(fragment: _Fragment) -> int:
+    """The stages `fragment` and the fragments it reads become (shipped tables are none)."""
+    return 1 + sum(_count_stages(e.fragment) for e in _cut_edges(fragment) if e.fragment.table is None)
+
+
+@dataclass
+class _Built:
+    """What `_build_stages` makes: the stages, producers first, and the shipped tables, whose
+    ids follow the stages' (`first_table`, the number of stages, is known before building)."""
+
+    first_table: int
+    stages: list[Stage] = field(default_factory=list)
+    tables: int = 0
+
+    def table(self, fragment: _Fragment) -> ShippedTable:
+        """Give a shipped memory table its id."""
+        fragment.stage_id = self.first_table + self.tables
+        self.tables += 1
+        scan = fragment.table
+        return ShippedTable(
+            fragment.stage_id, fragment.root.raw, fragment.path, scan.rows, scan.data_bytes, scan.partitions
+        )
+
+
+def _build_stages(fragment: _Fragment, built: _Built) -> None:
+    stages = built.stages
     cut = _cut_edges(fragment)
+    tables = {}
     for edge in cut:
-        _build_stages(edge.fragment, stages)
+        if edge.fragment.table is not None:
+            tables[id(edge)] = built.table(edge.fragment)
+        else:
+            _build_stages(edge.fragment, built)
     fragment.stage_id = len(stages)
     markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
     plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
@@ -263,6 +332,7 @@ def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
         split = not edge.whole and fragment.tasks > 1
         whole_parts = {
             BoundaryKind.SHUFFLE: list(range(edge.node.partitions)),
+            BoundaryKind.MEMORY: list(range(edge.node.partitions)),
             BoundaryKind.COALESCE: [0],
             BoundaryKind.MERGE: list(range(producer.tasks)),
         }[producer.kind]
@@ -273,11 +343,12 @@ def _build_stages(fragment: _Fragment, stages: list[Stage]) -> None:
                     marker=markers[id(edge.node)],
                     kind=producer.kind,
                     boundary=edge.node.raw,
-                    boundary_child=edge.node.children[0].raw,
+                    boundary_child=edge.node.children[0].raw if edge.node.children else b"",
                 ),
                 producer=producer.stage_id,
                 partitions=len(whole_parts),
                 split=split,
+                table=tables.get(id(edge)),
             )
         )
     # Each scan's files, kind and share per task, decoded once for all the stage's tasks.
@@ -325,12 +396,12 @@ def plan_stages(
     final = _Fragment(root=root, kind=None)
     # The root itself may be a boundary (a final sort-preserving merge): then the final stage
     # is just that merge over its producers' outputs.
-    _collect(final, root, whole=False, is_root=False)
+    _collect(final, root, whole=False, is_root=False, ship_above=config.memory_table_inline_bytes)
     _assign_task_counts(final, config, HandlerChain.of(handlers))
     _fold_boundaries(final, config)
-    stages: list[Stage] = []
-    _build_stages(final, stages)
-    return DistributedPlan(tuple(stages))
+    built = _Built(first_table=_count_stages(final))
+    _build_stages(final, built)
+    return DistributedPlan(tuple(built.stages))
 
 
 def plan_query(

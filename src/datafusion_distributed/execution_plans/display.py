@@ -26,7 +26,7 @@ import posixpath
 
 from ..codec import ScannedFile, file_groups, scan_kind
 from .plan_node import PlanNode, whole_children
-from .stage import BoundaryKind, DistributedPlan, Stage, StageInput
+from .stage import DistributedPlan, Stage, StageInput
 
 MAX_LINE = 160
 RULE = "─────"
@@ -105,10 +105,12 @@ def node_label(node: PlanNode) -> str:
 def _input_label(stage_input: StageInput) -> str:
     share = "split" if stage_input.split else "whole"
     plural = "s" if stage_input.partitions != 1 else ""
-    return (
-        f"[input stage {stage_input.producer}: {stage_input.where.kind.value}, {share}, "
-        f"{stage_input.partitions} partition{plural}]"
+    source = (
+        f"stage {stage_input.producer}: {stage_input.where.kind.value}"
+        if stage_input.table is None
+        else f"{stage_input.table.describe()}"
     )
+    return f"[input {source}, {share}, {stage_input.partitions} partition{plural}]"
 
 
 NodePath = tuple[int, ...]
@@ -170,7 +172,7 @@ class _StageRenderer:
         if self.pending_inputs and self.pending_inputs[0].where.boundary == node.raw:
             stage_input = self.pending_inputs.pop(0)
             # a coalesce or merge boundary runs in this stage too, over the input
-            if stage_input.where.kind is not BoundaryKind.SHUFFLE:
+            if stage_input.where.runs_boundary:
                 self._emit(depth, node_label(node), annotate.node(stage, path, node, stage_input))
                 depth += 1
             self._emit(depth, _input_label(stage_input), annotate.input(stage, path, stage_input))

@@ -45,12 +45,23 @@ def _task_label(stage: Stage, task: int, annotations: GraphAnnotations) -> str:
 
 
 def _edges(plan: DistributedPlan, annotations: GraphAnnotations) -> Iterator[tuple[int, int, str]]:
-    """(producer stage, consumer stage, label) for every input of every stage."""
+    """(producer stage, consumer stage, label) for every exchange between stages (a shipped
+    memory table is a node of its own: see `_table_edges`)."""
     for stage in plan.stages:
         for index, inp in enumerate(stage.inputs):
+            if inp.table is not None:
+                continue
             label = f"{inp.where.kind.value}, {inp.partitions} partition{'s' if inp.partitions != 1 else ''}"
             note = annotations.edge_note(stage, index)
             yield inp.producer, stage.id, f"{label}, {note}" if note else label
+
+
+def _table_edges(plan: DistributedPlan) -> Iterator[tuple[int, int, str]]:
+    """(table id, consumer stage, the table's description) for every shipped memory table."""
+    for stage in plan.stages:
+        for inp in stage.inputs:
+            if inp.table is not None:
+                yield inp.table.id, stage.id, inp.table.describe()
 
 
 def render_graphviz(plan: DistributedPlan, annotations: GraphAnnotations | None = None) -> str:
@@ -76,6 +87,9 @@ def render_graphviz(plan: DistributedPlan, annotations: GraphAnnotations | None 
             f"  s{producer}_t0 -> s{consumer}_t0 [ltail=cluster_stage_{producer}, "
             f'lhead=cluster_stage_{consumer}, label="{label}"];'
         )
+    for table, consumer, label in _table_edges(plan):
+        lines.append(f'  table_{table} [shape=cylinder, label="{label}"];')
+        lines.append(f"  table_{table} -> s{consumer}_t0 [lhead=cluster_stage_{consumer}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -95,4 +109,6 @@ def render_mermaid(plan: DistributedPlan, annotations: GraphAnnotations | None =
         lines.append("  end")
     for producer, consumer, label in _edges(plan, annotations):
         lines.append(f'  stage{producer} -- "{label}" --> stage{consumer}')
+    for table, consumer, label in _table_edges(plan):
+        lines.append(f'  table{table}[("{label}")] --> stage{consumer}')
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ class BoundaryKind(str, enum.Enum):
     SHUFFLE = "shuffle"  # hash partitions; consumer task k owns a contiguous range of them
     COALESCE = "coalesce"  # every producer task's single partition, read as one partition
     MERGE = "merge"  # one sorted partition per producer task, merged by the consumer
+    MEMORY = "memory"  # a memory table's partitions, written once by the coordinator (`ShippedTable`)
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,49 @@ class InputBoundary:
     boundary: bytes  # the original boundary subtree (runs in place of an empty exchange)
     boundary_child: bytes  # for coalesce and merge: the child the input scan replaces
 
+    @property
+    def runs_boundary(self) -> bool:
+        """Whether the boundary node runs in the consumer over the input scan (a coalesce or a
+        merge); a shuffle's or a memory table's scan takes the boundary's place."""
+        return self.kind in (BoundaryKind.COALESCE, BoundaryKind.MERGE)
+
+    def without_boundary(self) -> InputBoundary:
+        """This boundary without the subtree it stands for, as it travels for an input that
+        will not run it: a memory table's subtree is its data."""
+        return InputBoundary(self.marker, self.kind, b"", b"")
+
+
+@dataclass(frozen=True)
+class ShippedTable:
+    """A memory table too large to travel inside every task's plan: the coordinator writes its
+    partitions once as Arrow IPC files, which its consumer reads like an exchange's outputs.
+
+    `id` is the producer id the consumer's input names (after every stage's id); `path` leads
+    from the plan's root to the scan (child indices), to find it in the in-memory plan.
+    """
+
+    id: int
+    scan: bytes = field(repr=False)  # the memory scan's plan bytes: its data
+    path: tuple[int, ...]
+    rows: int
+    data_bytes: int
+    partitions: int
+
+    def describe(self) -> str:
+        """How explain() names the table: its rows and size, and that it is shipped once."""
+        return f"memory table, {self.rows} rows, {self.data_bytes / (1024 * 1024):.1f} MiB, shipped once"
+
 
 @dataclass(frozen=True)
 class StageInput:
-    """An input of a stage: the output of stage `producer`, read at `where` in the stage's plan."""
+    """An input of a stage: the output of stage `producer`, read at `where` in the stage's plan
+    (or, with `table`, the memory table the coordinator ships as producer `producer`)."""
 
     where: InputBoundary
     producer: int
     partitions: int  # partitions the consumer sees when it reads the input whole
     split: bool  # whether this stage's tasks each read a share of the partitions
+    table: ShippedTable | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +141,12 @@ class DistributedPlan:
             if stage.id == stage_id:
                 return stage
         raise KeyError(f"no stage {stage_id}")
+
+    @property
+    def tables(self) -> tuple[ShippedTable, ...]:
+        """The memory tables the coordinator ships before the stages run, by id."""
+        found = {inp.table.id: inp.table for stage in self.stages for inp in stage.inputs if inp.table}
+        return tuple(found[key] for key in sorted(found))
 
     @property
     def in_memory(self) -> bool:

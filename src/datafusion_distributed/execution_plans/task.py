@@ -24,7 +24,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +39,7 @@ from ..common.fs import makedirs
 from ..common.threads import kept_threads, map_concurrently
 from .dictionaries import DictionaryUnifier
 from .plan_node import PlanNode
-from .stage import BoundaryKind, InputBoundary
+from .stage import InputBoundary
 from .view_arrays import compact_views
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
     scan = with_file_groups(_arrow_scan_template(file_schema), [list(g) for g in resolved.groups])
     if file_schema.names != schema.names:
         scan = with_output_names(scan, schema.names)
-    if where.kind is BoundaryKind.SHUFFLE:
+    if not where.runs_boundary:
         return scan
     return replace_subtree(where.boundary, where.boundary_child, scan)
 
@@ -447,12 +447,30 @@ def _write_partition(
     check: Callable[[], None],
     on_write: Callable[[int], None] | None = None,
 ) -> tuple[PartitionOutput, pa.Schema | None]:
+    batches = stream_partition(ctx, plan, partition, check)
+    try:
+        return write_partition_file(batches, partition, path, options, on_write)
+    finally:
+        batches.close()  # aborts the partition's work when it stopped early
+
+
+def write_partition_file(
+    batches: Iterable[pa.RecordBatch],
+    partition: int,
+    path: str,
+    options: pa.ipc.IpcWriteOptions,
+    on_write: Callable[[int], None] | None = None,
+) -> tuple[PartitionOutput, pa.Schema | None]:
+    """Write `batches`, output partition `partition`, to the Arrow IPC file `path` as every
+    exchange file is written (unique column names, compact views, unified dictionaries); no
+    file when they hold no row. `on_write(n)` is told of each batch's bytes before it is
+    written and of the difference to the file's size at the end (it may raise to refuse).
+    Returns the partition's output and the batches' schema (None when no row)."""
     writer = sink = None
     rows = written = 0
     schema = file_schema = None
     renamed = False
     dictionaries = DictionaryUnifier()
-    batches = stream_partition(ctx, plan, partition, check)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -474,7 +492,6 @@ def _write_partition(
             writer.write_batch(batch.rename_columns(file_schema.names) if renamed else batch)
             rows += batch.num_rows
     finally:
-        batches.close()  # aborts the partition's work when it stopped early
         if writer is not None:
             writer.close()
         if sink is not None:

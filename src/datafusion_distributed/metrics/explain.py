@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..execution_plans.display import Annotations, NodePath, display_distributed_plan
 from ..execution_plans.graph import GraphAnnotations, render_graphviz, render_mermaid
 from ..execution_plans.plan_node import PlanNode
-from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput
+from ..execution_plans.stage import DistributedPlan, Stage, StageInput
 from .query_metrics import QueryMetrics, StageMetrics, TaskReport
 from .task_metrics import NodeMetrics
 
@@ -122,7 +122,7 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         index = stage.inputs.index(stage_input)
         totals = sm.input_totals(index)
         scan = executed_node(stage, path, self._executed(stage), at_input=True)
-        if scan is not None and stage_input.where.kind is not BoundaryKind.SHUFFLE:
+        if scan is not None and stage_input.where.runs_boundary:
             scan = scan.children[0] if scan.children else None  # the scan below the boundary node
         parts = []
         if scan is not None and "output_rows" in scan.values:

@@ -3,6 +3,7 @@
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
 data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state),
 `heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases).
+`do_put` with a ShipPartition stores one partition of a memory table the coordinator ships.
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
 `WorkerError` carrying the worker's message; a copy this side cannot write raises
@@ -14,14 +15,25 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
-from .messages import PROTOCOL_VERSION, Heartbeat, RunTask, TaskResult, Ticket, decode_task_result, encode
+from .messages import (
+    PROTOCOL_VERSION,
+    Heartbeat,
+    PartitionResult,
+    RunTask,
+    ShipPartition,
+    TaskResult,
+    Ticket,
+    decode_partition_result,
+    decode_task_result,
+    encode,
+)
 
 
 class WorkerUnreachable(ConnectionError):
@@ -215,6 +227,43 @@ class WorkerClient:
             except flight.FlightError as exc:
                 raise self._translate(exc, self.settings.task_timeout) from exc
             yield chunk.data
+
+    def put_partition(
+        self, message: ShipPartition, batches: Iterable[pa.RecordBatch]
+    ) -> tuple[PartitionResult, pa.Schema | None]:
+        """Store `batches`, one partition of a shipped memory table, in the worker's spool
+        (`do_put`); returns where the worker keeps them and their schema. A partition of no
+        batch is not sent: it has no file (path None), as an empty output partition has none.
+
+        The deadline covers the whole upload, so it is the task timeout."""
+        batches = iter(batches)
+        first = next(batches, None)
+        if first is None:
+            return PartitionResult(message.partition, 0, 0, None), None
+        options = pa.ipc.IpcWriteOptions(compression=message.compression)
+
+        def call(client, call_options):
+            descriptor = flight.FlightDescriptor.for_command(encode(message))
+            writer, reader = client.do_put(descriptor, first.schema, call_options)
+            try:
+                writer.write_batch(first)
+                for batch in batches:
+                    writer.write_batch(batch)
+                writer.done_writing()
+                answer = reader.read()
+            finally:
+                writer.close()
+            if answer is None:
+                raise flight.FlightServerError("the worker stored the partition without answering")
+            return answer.to_pybytes()
+
+        timeout = self.settings.task_timeout
+        call_options = flight.FlightCallOptions(timeout=timeout, write_options=options)
+        try:
+            answer = call(self._flight(), call_options)
+        except (flight.FlightError, OSError) as exc:
+            raise self._translate(exc, timeout) from exc
+        return decode_partition_result(answer), first.schema
 
     def fetch_to_file(self, ticket: Ticket, path: str, expected_size: int) -> int:
         """Copy one task output file, byte for byte (batches stay compressed), to `path`.

@@ -174,6 +174,18 @@ class Ticket:
 
 
 @dataclass(frozen=True)
+class ShipPartition:
+    """Store partition `partition` of the memory table a coordinator ships as producer `stage`
+    of query `query_id` (its batches follow in the same `do_put` call), written with
+    `compression`; the worker keeps it as task 0's output of that producer."""
+
+    query_id: str
+    stage: int
+    partition: int
+    compression: str | None = "lz4"
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     """A coordinator's liveness probe of a worker, naming the queries of that coordinator whose
     data the worker holds or whose tasks it runs: their spool leases are renewed."""
@@ -257,8 +269,7 @@ def _task_input(raw: Any) -> TaskInput:
 def decode_run_task(data: bytes) -> RunTask:
     """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
-    compression = body.get("compression", "lz4")
-    _check(compression in (None, "lz4", "zstd"), "compression must be null, 'lz4' or 'zstd'")
+    compression = _compression(body.get("compression", "lz4"))
     return RunTask(
         query_id=check_query_id(body["query_id"]),
         stage=_int(body["stage"], "stage", high=1 << 20),
@@ -271,21 +282,43 @@ def decode_run_task(data: bytes) -> RunTask:
     )
 
 
+def _partition_result(raw: Any) -> PartitionResult:
+    _check(isinstance(raw, dict), "bad partition result")
+    path = raw.get("path")
+    return PartitionResult(
+        partition=_int(raw.get("partition"), "partition"),
+        rows=_int(raw.get("rows"), "rows", high=1 << 62),
+        bytes=_int(raw.get("bytes"), "bytes", high=1 << 62),
+        path=None if path is None else _str(path, "path"),
+    )
+
+
+def decode_partition_result(data: bytes) -> PartitionResult:
+    """A validated PartitionResult (a worker's answer to a shipped partition) from message
+    bytes; ProtocolError names the first bad field."""
+    return _partition_result(_load(data, {f.name for f in fields(PartitionResult)}))
+
+
+def _compression(value: Any) -> str | None:
+    _check(value in (None, "lz4", "zstd"), "compression must be null, 'lz4' or 'zstd'")
+    return value
+
+
+def decode_ship_partition(data: bytes) -> ShipPartition:
+    """A validated ShipPartition from message bytes; ProtocolError names the first bad field."""
+    body = _load(data, {f.name for f in fields(ShipPartition)})
+    return ShipPartition(
+        query_id=check_query_id(body["query_id"]),
+        stage=_int(body["stage"], "stage", high=1 << 20),
+        partition=_int(body["partition"], "partition", high=1 << 20),
+        compression=_compression(body.get("compression", "lz4")),
+    )
+
+
 def decode_task_result(data: bytes) -> TaskResult:
     """A validated TaskResult from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(TaskResult)})
-    parts = []
-    for raw in _list(body["partitions"], "partitions"):
-        _check(isinstance(raw, dict), "bad partition result")
-        path = raw.get("path")
-        parts.append(
-            PartitionResult(
-                partition=_int(raw.get("partition"), "partition"),
-                rows=_int(raw.get("rows"), "rows", high=1 << 62),
-                bytes=_int(raw.get("bytes"), "bytes", high=1 << 62),
-                path=None if path is None else _str(path, "path"),
-            )
-        )
+    parts = [_partition_result(raw) for raw in _list(body["partitions"], "partitions")]
     seconds = body["seconds"]
     _check(isinstance(seconds, (int, float)), "seconds must be a number")
     metrics = body.get("metrics")

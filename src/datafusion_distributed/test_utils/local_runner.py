@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pyarrow as pa
+from datafusion.plan import ExecutionPlan
 
 from ..coordinator.gather import read_outputs
 from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
@@ -52,6 +53,10 @@ class LocalStageRunner:
         try:
             ctx = task_session(self._builder)
             outputs: dict[int, list[TaskOutput]] = {}
+            for table in plan.tables:  # written once, as the coordinator ships them
+                scan = ExecutionPlan.from_bytes(ctx, table.scan)
+                folder = os.path.join(scratch, f"table-{table.id}")
+                outputs[table.id] = [write_task_outputs(ctx, scan, folder, self._compression)]
             for stage in plan.stages[:-1]:
                 outputs[stage.id] = [
                     write_task_outputs(

@@ -4,7 +4,9 @@ coordinator's head stage, in `execution_plans.task`.
 
 The spool, one folder per worker, laid out by query:
 
-    <spool>/<query_id>/stage-<s>/task-<t>/part-<p>.arrow          outputs of a task
+    <spool>/<query_id>/stage-<s>/task-<t>/part-<p>.arrow          outputs of a task (and, as
+                                                                  task 0 of its id, a memory
+                                                                  table a coordinator shipped)
     <spool>/<query_id>/inputs/stage-<s>-task-<t>-attempt-<a>/     inputs one attempt fetched
     <spool>/.released/                                            queries being deleted
 

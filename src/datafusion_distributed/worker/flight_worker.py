@@ -22,7 +22,12 @@ from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
 from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
-from ..execution_plans.task import prepare_task_plan, resolve_inputs, write_task_outputs
+from ..execution_plans.task import (
+    prepare_task_plan,
+    resolve_inputs,
+    write_partition_file,
+    write_task_outputs,
+)
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
 from ..protocol.fetch import fetch_input
@@ -37,6 +42,7 @@ from ..protocol.messages import (
     decode_heartbeat,
     decode_query_id,
     decode_run_task,
+    decode_ship_partition,
     decode_ticket,
     encode,
 )
@@ -214,6 +220,58 @@ class FlightWorker(flight.FlightServerBase):
         with open(path, "rb") as f:
             while chunk := f.read(CHUNK_BYTES):
                 yield flight.Result(chunk)
+
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        """Store one partition of a memory table a coordinator ships (a ShipPartition message
+        as the descriptor's command) as an output of task 0 of its producer: served, charged to
+        the spool quota, renewed and released like any task output. Answers the partition's
+        PartitionResult."""
+        try:
+            message = decode_ship_partition(descriptor.command or b"")
+        except ProtocolError as exc:
+            raise flight.FlightServerError(f"refused message: {exc}") from exc
+        query_id = message.query_id
+        name = f"query {query_id} memory table {message.stage} partition {message.partition}"
+        try:
+            self._cancelled.check(query_id)
+            path = self.spool.output_path(query_id, message.stage, 0, message.partition)
+            makedirs(os.path.dirname(path))
+            output, _ = write_partition_file(
+                self._shipped_batches(reader, query_id),
+                message.partition,
+                path,
+                pa.ipc.IpcWriteOptions(compression=message.compression, emit_dictionary_deltas=True),
+                on_write=functools.partial(self.spool.charge, query_id),
+            )
+            result = PartitionResult(output.partition, output.rows, output.bytes, output.path)
+            writer.write(pa.py_buffer(encode(result)))
+        except flight.FlightError:
+            raise
+        except BaseException as exc:  # never a bare Python traceback to the caller
+            if not is_failure(exc):
+                raise
+            log.warning("storing %s failed: %s", name, exc)
+            raise flight.FlightServerError(f"storing {name} failed: {self._describe(exc)}") from exc
+        finally:
+            if self._cancelled.is_cancelled(query_id):  # stored after the query's data was deleted
+                self.spool.release(query_id)
+
+    def _shipped_batches(self, reader: flight.MetadataRecordBatchReader, query_id: str):
+        """The batches of a `do_put`, stopping when their query is cancelled."""
+        while True:
+            self._cancelled.check(query_id)
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                return
+            if chunk.data is not None:
+                yield chunk.data
 
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.GeneratorStream:
         """Stream the batches of the task output file `ticket` names, from this worker's spool."""
