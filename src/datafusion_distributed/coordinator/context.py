@@ -168,7 +168,9 @@ class DistributedContext:
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
         self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], SessionContext] | None = None
         self._planning_lock = threading.Lock()
-        self._head_sessions = TaskSessions(lambda: task_session(self.session_builder))
+        # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
+        # embedded cluster) alive until the garbage collector finds it
+        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
 
     # -- workers and planning ------------------------------------------------------------------------------
     def local_spools(self) -> tuple[str, ...]:

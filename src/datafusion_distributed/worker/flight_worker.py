@@ -130,7 +130,7 @@ class FlightWorker(flight.FlightServerBase):
         self._cancelled = Cancellations(spool_ttl)
         self._session_builder = session_builder
         # built by the first task, then shared (and copied for tasks carrying settings)
-        self._sessions = TaskSessions(lambda: task_session(self._session_builder, self.memory_limit_bytes))
+        self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
             ClientSettings(
