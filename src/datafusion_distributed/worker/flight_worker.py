@@ -128,7 +128,6 @@ class FlightWorker(flight.FlightServerBase):
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
         self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
-        self._session_builder = session_builder
         # built by the first task, then shared (and copied for tasks carrying settings)
         self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
