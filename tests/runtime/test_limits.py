@@ -66,6 +66,20 @@ def test_memory_limit_fails_a_task_clearly(ctx):
             assert sum(r["n"] for r in dctx.sql(JOIN).to_pylist()) == 200_000
 
 
+def test_tasks_carrying_the_users_settings_keep_the_workers_memory_limit(ctx):
+    """A task with settings runs in a copy of the worker's session, which shares its memory pool."""
+    zoned = SessionContext()
+    zoned.sql("SET datafusion.execution.time_zone = '+05:00'")
+    zoned.register_table("t", ctx.table("t"))
+    with EmbeddedCluster(2, memory_limit_bytes=1_000_000) as cluster:
+        with DistributedContext(zoned, workers=cluster, config=CONFIG) as dctx:
+            assert dctx.sql(JOIN).distributed_plan().task_settings
+            with pytest.raises(
+                QueryFailed, match=r"memory limit exceeded \(the worker's limit is 1000000 bytes\)"
+            ):
+                dctx.sql(JOIN).to_pylist()
+
+
 def test_memory_limit_needs_a_hook_that_takes_the_runtime(tmp_path):
     from datafusion_distributed import FlightWorker
 

@@ -18,6 +18,7 @@ from datafusion import DataFrame, SessionContext, SQLOptions
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
 from ..execution_plans.session import SessionBuilder, task_session
+from ..execution_plans.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
 from ..protocol.auth import read_pem
@@ -169,8 +170,9 @@ class DistributedContext:
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
         self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], SessionContext] | None = None
         self._planning_lock = threading.Lock()
-        self._head_session: SessionContext | None = None
-        self._head_session_lock = threading.Lock()
+        # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
+        # embedded cluster) alive until the garbage collector finds it
+        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
         self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
@@ -407,6 +409,7 @@ class DistributedContext:
                 physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
                 config = settings.planner(workers)
                 plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
+                plan = dataclasses.replace(plan, task_settings=travelling_settings(session))
                 if plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
@@ -417,13 +420,12 @@ class DistributedContext:
             raise QueryFailed.of(exc) from exc
         return dataclasses.replace(plan, settings=changed_settings(settings))
 
-    def head_session(self) -> SessionContext:
-        """The session the coordinator runs queries' head stages in: built once, by the session
-        hook if there is one, like a worker's (a hook that fails is tried again next query)."""
-        with self._head_session_lock:
-            if self._head_session is None:
-                self._head_session = task_session(self.session_builder)
-            return self._head_session
+    def head_session(self, settings: TaskSettings = ()) -> SessionContext:
+        """The session the coordinator runs a head stage carrying `settings` (the user's
+        DataFusion settings, see `DistributedPlan.task_settings`) in: built once, by the session
+        hook if there is one, like a worker's, and copied with the settings (a hook that fails
+        is tried again next query)."""
+        return self._head_sessions.session(settings)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property

@@ -59,7 +59,7 @@ class HeadStage:
         task = run.tasks_of(run.plan.final)[0]
         run.events.stage_started(run.plan.final.id, [COORDINATOR])
         resolved, recorder = self._inputs(task)
-        ctx = run.head_session()
+        ctx = run.head_session(run.plan.task_settings)
         try:
             yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
         except (QueryFailed, QueryCancelled):

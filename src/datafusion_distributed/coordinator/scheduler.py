@@ -26,6 +26,7 @@ from ..distributed_planner.planner import single_task
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.session import task_session
+from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool, WorkerUnreachable
 from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult
@@ -53,7 +54,7 @@ class QueryRun:
         workers: Sequence[str],
         clients: ClientPool,
         compression: str | None = "lz4",
-        head_session: Callable[[], SessionContext] | None = None,
+        head_session: Callable[[TaskSettings], SessionContext] | None = None,
         task_attempts: int = 3,
         handlers: HandlerChain | None = None,
         local_spools: Sequence[str] = (),
@@ -65,7 +66,8 @@ class QueryRun:
         self.workers = list(workers)
         self.clients = clients
         self.compression = compression
-        self.head_session = head_session or task_session  # the session the head stage runs in
+        # the session the head stage runs in, given the settings its tasks carry
+        self.head_session = head_session or TaskSessions(task_session).session
         self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
         self.contacted: set[str] = set()  # workers chosen for a task: the ones holding its data
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
@@ -148,6 +150,7 @@ class QueryRun:
             inputs=self.task_inputs(stage, task),
             worker=worker,
             compression=self.compression,
+            settings=self.plan.task_settings,
         )
         return self.clients.get(worker).run_task(message)
 

@@ -122,6 +122,8 @@ class DistributedPlan:
     of one stage of one task runs from `physical`, DataFusion's in-memory plan, in `session`,
     the session it was planned in: it never goes through bytes. `settings` are the settings
     the plan was made and runs with that differ from their defaults (`name=value`), for display.
+    `task_settings` are the user's DataFusion settings every task runs with, wherever it runs
+    (`(name, value)` pairs; see `session_settings`).
     """
 
     stages: tuple[Stage, ...]
@@ -129,6 +131,7 @@ class DistributedPlan:
     session: SessionContext | None = field(default=None, compare=False, repr=False)
     single_node: str = ""  # why a plan that could be split runs on one node ("" when it does not)
     settings: tuple[str, ...] = ()
+    task_settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def final(self) -> Stage:

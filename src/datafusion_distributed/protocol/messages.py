@@ -15,6 +15,7 @@ from typing import Any
 
 from ..common.checks import Checks
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+from ..execution_plans.session_settings import TaskSettings, check_task_settings
 from ..execution_plans.stage import BoundaryKind, InputBoundary
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
 
@@ -25,7 +26,10 @@ MAX_FILES = 100_000
 MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
-_OPTIONAL = {"compression", "metrics"}  # fields a message may leave out
+_OPTIONAL = {"compression", "metrics", "settings"}  # fields a message may leave out
+# Fields added since the version was last raised: left out of a message while empty, so a peer
+# that predates them still reads the messages that do not use them (and refuses the others).
+_LEFT_OUT_WHEN_EMPTY = {"settings"}
 
 
 class ProtocolError(ValueError):
@@ -134,6 +138,8 @@ class RunTask:
     inputs: tuple[TaskInput, ...]
     worker: str  # the URL the coordinator reaches this worker by (inputs there are local)
     compression: str | None = "lz4"
+    # the user's DataFusion settings the task runs with (see execution_plans.session_settings)
+    settings: TaskSettings = ()
 
     @property
     def key(self) -> TaskKey:
@@ -199,7 +205,11 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_encode(x) for x in obj]
     if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _encode(getattr(obj, f.name)) for f in fields(obj)}
+        return {
+            f.name: _encode(getattr(obj, f.name))
+            for f in fields(obj)
+            if not (f.name in _LEFT_OUT_WHEN_EMPTY and not getattr(obj, f.name))
+        }
     return obj
 
 
@@ -266,6 +276,23 @@ def _task_input(raw: Any) -> TaskInput:
     )
 
 
+def _settings(value: Any) -> TaskSettings:
+    """Settings a task carries: [name, value] pairs of text, each name once, in name order."""
+    pairs = _list(value, "settings", 1024)
+    for pair in pairs:
+        _check(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair),
+            "settings must be a list of [name, value] pairs of text",
+        )
+    settings = tuple((name, text) for name, text in pairs)
+    names = [name for name, _ in settings]
+    _check(names == sorted(set(names)), "settings must name each setting once, in name order")
+    try:
+        return check_task_settings(settings)
+    except ValueError as exc:
+        raise ProtocolError(f"settings: {exc}") from exc
+
+
 def decode_run_task(data: bytes) -> RunTask:
     """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
@@ -279,6 +306,7 @@ def decode_run_task(data: bytes) -> RunTask:
         inputs=tuple(_task_input(i) for i in _list(body["inputs"], "inputs", 1024)),
         worker=_url(body["worker"], "worker"),
         compression=compression,
+        settings=_settings(body.get("settings", [])),
     )
 
 

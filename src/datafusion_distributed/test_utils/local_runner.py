@@ -18,6 +18,7 @@ from ..coordinator.gather import read_outputs
 from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
 from ..distributed_planner.planner import single_task
 from ..execution_plans.session import SessionBuilder, task_session
+from ..execution_plans.session_settings import with_settings
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..execution_plans.task import (
     ResolvedInput,
@@ -51,7 +52,7 @@ class LocalStageRunner:
         """Yield the query's result batches; scratch files are removed when done."""
         scratch = tempfile.mkdtemp(prefix="datafusion-distributed-local-")
         try:
-            ctx = task_session(self._builder)
+            ctx = with_settings(task_session(self._builder), plan.task_settings)
             outputs: dict[int, list[TaskOutput]] = {}
             for table in plan.tables:  # written once, as the coordinator ships them
                 scan = ExecutionPlan.from_bytes(ctx, table.scan)

@@ -22,6 +22,7 @@ from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
 from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
+from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.task import (
     prepare_task_plan,
     resolve_inputs,
@@ -133,9 +134,8 @@ class FlightWorker(flight.FlightServerBase):
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
         self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
-        self._session_builder = session_builder
-        self._session: SessionContext | None = None  # built by the first task, then shared
-        self._session_lock = threading.Lock()
+        # built by the first task, then shared (and copied for tasks carrying settings)
+        self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
             ClientSettings(
@@ -328,7 +328,7 @@ class FlightWorker(flight.FlightServerBase):
             inputs, fetched = resolve_inputs(
                 message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
             )
-            ctx = self._task_session()
+            ctx = self._task_session(message.settings)
             plan = prepare_task_plan(ctx, message.plan, inputs)
             plan = self._handlers.rewrite_plan(
                 PlanRewriteRequest(
@@ -368,14 +368,12 @@ class FlightWorker(flight.FlightServerBase):
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
 
-    def _task_session(self) -> SessionContext:
-        """The session every task runs in: one per worker, so its memory pool bounds the worker
-        (not each task) and no task pays for building one. A hook that fails is tried again by
-        the next task."""
-        with self._session_lock:
-            if self._session is None:
-                self._session = task_session(self._session_builder, self.memory_limit_bytes)
-            return self._session
+    def _task_session(self, settings: TaskSettings = ()) -> SessionContext:
+        """The session a task carrying `settings` runs in: one per worker, so its memory pool
+        bounds the worker (not each task) and no task pays for building one, copied with the
+        user's settings a task carries (the copies share its memory pool). A hook that fails is
+        tried again by the next task."""
+        return self._sessions.session(settings)
 
     def _describe(self, exc: BaseException) -> str:
         text = failure_message(exc)
