@@ -147,20 +147,36 @@ class WorkerClient:
             s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key
         )
         self._client: flight.FlightClient | None = None
+        self._calls: dict[flight.FlightClient, int] = {}  # calls in progress on each connection
         self._lock = threading.Lock()
 
-    def _flight(self) -> flight.FlightClient:
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[flight.FlightClient]:
+        """The connection, held for one call (or one whole stream): `close()` closes a
+        connection only once no call uses it, since closing it under a call crashes the process."""
         with self._lock:
             if self._client is None:
                 try:
                     self._client = flight.connect(self.url, **self._connect_options)
                 except (flight.FlightError, pa.ArrowException, OSError) as exc:
                     raise WorkerUnreachable(self.url, str(exc)) from exc
-            return self._client
+            client = self._client
+            self._calls[client] = self._calls.get(client, 0) + 1
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._calls[client] -= 1
+                retired = self._calls[client] == 0 and client is not self._client
+                if self._calls[client] == 0:
+                    del self._calls[client]
+            if retired:  # closed while this call used it: the last call closes it
+                client.close()
 
     def _call(self, fn, timeout: float):
         try:
-            return fn(self._flight(), flight.FlightCallOptions(timeout=timeout))
+            with self._connection() as client:
+                return fn(client, flight.FlightCallOptions(timeout=timeout))
         except (flight.FlightError, OSError) as exc:
             raise self._translate(exc, timeout) from exc
 
@@ -216,17 +232,22 @@ class WorkerClient:
 
         The deadline covers the whole stream, so it is the task timeout: a slow reader is not
         a dead worker."""
-        reader = self._call(
-            lambda c, o: c.do_get(flight.Ticket(encode(ticket)), o), self.settings.task_timeout
-        )
-        while True:
+        timeout = self.settings.task_timeout
+        with self._connection() as client:
             try:
-                chunk = reader.read_chunk()
-            except StopIteration:
-                return
-            except flight.FlightError as exc:
-                raise self._translate(exc, self.settings.task_timeout) from exc
-            yield chunk.data
+                reader = client.do_get(
+                    flight.Ticket(encode(ticket)), flight.FlightCallOptions(timeout=timeout)
+                )
+            except (flight.FlightError, OSError) as exc:
+                raise self._translate(exc, timeout) from exc
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    return
+                except flight.FlightError as exc:
+                    raise self._translate(exc, timeout) from exc
+                yield chunk.data
 
     def put_partition(
         self, message: ShipPartition, batches: Iterable[pa.RecordBatch]
@@ -260,7 +281,8 @@ class WorkerClient:
         timeout = self.settings.task_timeout
         call_options = flight.FlightCallOptions(timeout=timeout, write_options=options)
         try:
-            answer = call(self._flight(), call_options)
+            with self._connection() as client:
+                answer = call(client, call_options)
         except (flight.FlightError, OSError) as exc:
             raise self._translate(exc, timeout) from exc
         return decode_partition_result(answer), first.schema
@@ -282,11 +304,12 @@ class WorkerClient:
         return size
 
     def close(self) -> None:
-        """Close the connection; a later call opens a new one."""
+        """Close the connection (once the calls using it end); a later call opens a new one."""
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            client, self._client = self._client, None
+            idle = client is not None and client not in self._calls
+        if idle:
+            client.close()
 
 
 class _CopyTarget:
@@ -342,7 +365,7 @@ class ClientPool:
                 client.settings = self.settings  # read by each call; the connection is unchanged
 
     def close(self) -> None:
-        """Close every client's connection and forget them."""
+        """Close every client's connection (each once the calls using it end) and forget them."""
         with self._lock:
             for client in self._clients.values():
                 client.close()
