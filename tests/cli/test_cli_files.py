@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
@@ -18,13 +16,8 @@ JOINED = "SELECT d.name, sum(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.nam
 
 
 @pytest.fixture
-def data(tmp_path):
-    """A parquet folder `t` (3 files) and a CSV file `d` naming its keys."""
-    folder = tmp_path / "t"
-    folder.mkdir()
-    for part in range(3):
-        table = pa.table({"k": [i % 4 for i in range(part, 400, 3)], "v": list(range(part, 400, 3))})
-        pq.write_table(table, folder / f"p{part}.parquet")
+def data(tmp_path, table_dir):
+    """The parquet folder `t` (3 files) and a CSV file `d` naming its keys."""
     (tmp_path / "d.csv").write_text("k,name\n0,zero\n1,one\n2,two\n3,three\n")
     return tmp_path
 

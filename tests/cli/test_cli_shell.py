@@ -10,8 +10,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
@@ -25,16 +23,6 @@ pexpect = pytest.importorskip("pexpect")
 WAIT = 60  # seconds any one expected output may take, so that nothing hangs
 SUMS = "SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k ORDER BY k"
 LONG = "SELECT count(*) AS n FROM generate_series(1, 20000000000) AS g"  # minutes unless cancelled
-
-
-@pytest.fixture
-def table_dir(tmp_path):
-    folder = tmp_path / "t"
-    folder.mkdir()
-    for part in range(3):
-        table = pa.table({"k": [i % 4 for i in range(part, 400, 3)], "v": list(range(part, 400, 3))})
-        pq.write_table(table, folder / f"p{part}.parquet")
-    return folder
 
 
 def single_node(table_dir, query: str) -> str:
