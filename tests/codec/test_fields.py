@@ -63,6 +63,7 @@ CONF = [F.PARQUET_SCAN, F.SCAN_BASE_CONF]
 GROUP = [*CONF, F.CONF_FILE_GROUPS]
 FILE = [*GROUP, F.GROUP_FILES]
 SINK_CONFIG = [F.PARQUET_SINK, F.SINK_EXEC_SINK, F.SINK_CONFIG]
+CSV_OPTIONS = [F.CSV_SINK, F.SINK_EXEC_SINK, F.CSV_SINK_WRITER_OPTIONS]
 
 # (constant, path of field numbers, leaf, the chain the wheel must report, outermost first)
 PINS = [
@@ -168,6 +169,21 @@ PINS = [
         invalid_utf8(F.PARTITION_COLUMN_NAME),
         "PartitionColumn.name",
     ),
+    ("CSV_SINK_WRITER_OPTIONS", CSV_OPTIONS, INVALID_MESSAGE, "CsvSink.writer_options"),
+    ("CSV_DATE_FORMAT", CSV_OPTIONS, invalid_utf8(F.CSV_DATE_FORMAT), "CsvWriterOptions.date_format"),
+    (
+        "CSV_DATETIME_FORMAT",
+        CSV_OPTIONS,
+        invalid_utf8(F.CSV_DATETIME_FORMAT),
+        "CsvWriterOptions.datetime_format",
+    ),
+    (
+        "CSV_TIMESTAMP_FORMAT",
+        CSV_OPTIONS,
+        invalid_utf8(F.CSV_TIMESTAMP_FORMAT),
+        "CsvWriterOptions.timestamp_format",
+    ),
+    ("CSV_TIME_FORMAT", CSV_OPTIONS, invalid_utf8(F.CSV_TIME_FORMAT), "CsvWriterOptions.time_format"),
     (
         "GENERATE_SERIES_DATE_ARGS",
         [F.GENERATE_SERIES, F.GENERATE_SERIES_DATE_ARGS],

@@ -6,7 +6,7 @@ import pytest
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
-from datafusion_distributed.codec.sink import file_sink, with_table_path
+from datafusion_distributed.codec.sink import file_sink, with_csv_formats, with_table_path
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,32 @@ def test_a_rewritten_sink_writes_to_the_new_folder(ctx, tmp_path):
     written = list((tmp_path / "elsewhere").glob("*.parquet"))
     assert written and not (tmp_path / "out").exists()
     assert ctx.read_parquet(str(tmp_path / "elsewhere")).count() == 2
+
+
+TEMPORAL = """SELECT * FROM (VALUES (DATE '2020-01-02', TIMESTAMP '2020-01-02 03:04:05',
+    TIMESTAMP '2020-01-02 03:04:05.25', arrow_cast('03:04:05.5', 'Time64(Microsecond)'),
+    arrow_cast(TIMESTAMP '2020-01-02 03:04:05', 'Date64'))) t(d, ts, tsf, tm, d64)"""
+
+
+def test_a_csv_sink_that_travels_writes_dates_and_times_as_datafusion_does(ctx, tmp_path):
+    """DataFusion 55 decodes a CSV sink's unset formats as empty ones (every date and time
+    written empty); with the defaults written in, the travelled sink writes what DataFusion
+    writes in memory."""
+    ctx.sql(f"COPY ({TEMPORAL}) TO '{tmp_path}/memory/' STORED AS CSV").collect()
+    raw = sink_bytes(ctx, f"COPY ({TEMPORAL}) TO '{tmp_path}/travelled/' STORED AS CSV")
+    for _ in ctx.execute(ExecutionPlan.from_bytes(ctx, with_csv_formats(raw)), 0):
+        pass
+    (memory,) = (tmp_path / "memory").iterdir()
+    (travelled,) = (tmp_path / "travelled").iterdir()
+    assert travelled.read_text() == memory.read_text()
+    assert "2020-01-02T03:04:05.250" in memory.read_text()
+
+
+def test_csv_formats_the_user_set_are_kept(ctx, tmp_path):
+    raw = sink_bytes(
+        ctx, f"COPY ({TEMPORAL}) TO '{tmp_path}/x/' STORED AS CSV OPTIONS ('format.date_format' '%d/%m/%Y')"
+    )
+    for _ in ctx.execute(ExecutionPlan.from_bytes(ctx, with_csv_formats(raw)), 0):
+        pass
+    (written,) = (tmp_path / "x").iterdir()
+    assert written.read_text().splitlines()[1].startswith("02/01/2020,2020-01-02T03:04:05,")

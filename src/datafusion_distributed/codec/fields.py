@@ -114,3 +114,10 @@ SINK_FILE_OUTPUT_MODE = 12  # an enum: 0 (absent) lets the path decide between a
 
 # PartitionColumn.
 PARTITION_COLUMN_NAME = 1
+
+# CsvSink: its CsvWriterOptions, and the options' date and time formats.
+CSV_SINK_WRITER_OPTIONS = 2
+CSV_DATE_FORMAT = 4
+CSV_DATETIME_FORMAT = 5
+CSV_TIMESTAMP_FORMAT = 6
+CSV_TIME_FORMAT = 7

@@ -102,3 +102,36 @@ def with_table_path(node: bytes, url: str) -> bytes:
     sink = replace_field_payload(sink, config_field, config)
     exec_node = replace_field_payload(exec_node, sink_field, sink)
     return node[: top.start] + encode_len_field(top.number, exec_node) + node[top.end :]
+
+
+# The formats Arrow's CSV writer uses when none is set (checked by tests/codec/test_sink.py).
+# DataFusion 55 decodes an unset format of a CSV sink as an empty one, which writes every
+# date and timestamp as an empty value: a CSV sink that travels carries them explicitly.
+CSV_DEFAULT_FORMATS = {
+    F.CSV_DATE_FORMAT: "%Y-%m-%d",
+    F.CSV_DATETIME_FORMAT: "%Y-%m-%dT%H:%M:%S%.f",
+    F.CSV_TIMESTAMP_FORMAT: "%Y-%m-%dT%H:%M:%S%.f",
+    F.CSV_TIME_FORMAT: "%H:%M:%S%.f",
+}
+
+
+def with_csv_formats(node: bytes) -> bytes:
+    """`node` with Arrow's default date and time formats written into a CSV sink's options
+    where the user set none (any other node is returned as it is)."""
+    top, exec_node, sink_field, sink, *_ = _sink_parts(node)
+    if top.number != F.CSV_SINK:
+        return node
+    found = [f for f in iter_fields(sink) if f.number == F.CSV_SINK_WRITER_OPTIONS and f.wire_type == LEN]
+    options = found[0].payload(sink) if found else b""
+    present = {f.number for f in iter_fields(options) if f.payload_start < f.end}
+    added = b"".join(
+        encode_len_field(n, v.encode()) for n, v in CSV_DEFAULT_FORMATS.items() if n not in present
+    )
+    if not added:
+        return node
+    if found:
+        sink = replace_field_payload(sink, found[0], options + added)
+    else:
+        sink = sink + encode_len_field(F.CSV_SINK_WRITER_OPTIONS, added)
+    exec_node = replace_field_payload(exec_node, sink_field, sink)
+    return node[: top.start] + encode_len_field(top.number, exec_node) + node[top.end :]

@@ -316,6 +316,8 @@ class QueryRun:
                 self.head.close()
             finally:  # whatever happened, every worker that ran a task is told
                 self.release()
+                if self.write is not None:
+                    self.write.abort()  # again: a task stopped by the release may have staged more
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()

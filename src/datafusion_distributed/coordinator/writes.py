@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ..codec.sink import FileSink, with_table_path
+from ..codec.sink import FileSink, with_csv_formats, with_table_path
 from ..execution_plans.stage import TaskPlan
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -66,7 +66,7 @@ class StagedWrite:
             shutil.rmtree(previous, ignore_errors=True)
         folder = self.staging / f"task-{task.index}-attempt-{attempt}"
         self._current[task.index] = folder
-        return with_table_path(task.plan, folder.as_uri() + "/")
+        return with_csv_formats(with_table_path(task.plan, folder.as_uri() + "/"))
 
     def commit(self, tasks: Iterable[int]) -> int:
         """Move the files of the current attempt of each of `tasks` into the destination,

@@ -410,7 +410,11 @@ def plan_stages(
     _fold_boundaries(final, config)
     built = _Built(first_table=_count_stages(final))
     _build_stages(final, built)
-    return DistributedPlan(tuple(built.stages))
+    stages = built.stages
+    if len(stages) == 1 and stages[0].task_count == 1 and stages[0].sink is not None:
+        # one task in the coordinator: DataFusion writes to the destination itself, unstaged
+        stages = [replace(stages[0], sink=None)]
+    return DistributedPlan(tuple(stages))
 
 
 def plan_query(
