@@ -62,6 +62,8 @@ def invalid_utf8(number: int) -> bytes:
 CONF = [F.PARQUET_SCAN, F.SCAN_BASE_CONF]
 GROUP = [*CONF, F.CONF_FILE_GROUPS]
 FILE = [*GROUP, F.GROUP_FILES]
+SINK_CONFIG = [F.PARQUET_SINK, F.SINK_EXEC_SINK, F.SINK_CONFIG]
+CSV_OPTIONS = [F.CSV_SINK, F.SINK_EXEC_SINK, F.CSV_SINK_WRITER_OPTIONS]
 
 # (constant, path of field numbers, leaf, the chain the wheel must report, outermost first)
 PINS = [
@@ -132,6 +134,56 @@ PINS = [
         "MemoryScanExecNode.sort_information",
     ),
     ("MEMORY_FETCH", [F.MEMORY_SCAN], wrong_wire_type(F.MEMORY_FETCH), "MemoryScanExecNode.fetch"),
+    ("JSON_SINK", [F.JSON_SINK, F.SINK_EXEC_SINK], INVALID_MESSAGE, "JsonSinkExecNode.sink"),
+    ("CSV_SINK", [F.CSV_SINK, F.SINK_EXEC_SINK], INVALID_MESSAGE, "CsvSinkExecNode.sink"),
+    ("PARQUET_SINK", [F.PARQUET_SINK, F.SINK_EXEC_SINK], INVALID_MESSAGE, "ParquetSinkExecNode.sink"),
+    ("SINK_CONFIG", [*SINK_CONFIG], INVALID_MESSAGE, "ParquetSink.config"),
+    (
+        "SINK_OBJECT_STORE_URL",
+        SINK_CONFIG,
+        invalid_utf8(F.SINK_OBJECT_STORE_URL),
+        "FileSinkConfig.object_store_url",
+    ),
+    ("SINK_TABLE_PATHS", SINK_CONFIG, invalid_utf8(F.SINK_TABLE_PATHS), "FileSinkConfig.table_paths"),
+    (
+        "SINK_PARTITION_COLS",
+        [*SINK_CONFIG, F.SINK_PARTITION_COLS],
+        INVALID_MESSAGE,
+        "FileSinkConfig.table_partition_cols",
+    ),
+    (
+        "SINK_FILE_EXTENSION",
+        SINK_CONFIG,
+        invalid_utf8(F.SINK_FILE_EXTENSION),
+        "FileSinkConfig.file_extension",
+    ),
+    (
+        "SINK_FILE_OUTPUT_MODE",
+        SINK_CONFIG,
+        wrong_wire_type(F.SINK_FILE_OUTPUT_MODE),
+        "FileSinkConfig.file_output_mode",
+    ),
+    (
+        "PARTITION_COLUMN_NAME",
+        [*SINK_CONFIG, F.SINK_PARTITION_COLS],
+        invalid_utf8(F.PARTITION_COLUMN_NAME),
+        "PartitionColumn.name",
+    ),
+    ("CSV_SINK_WRITER_OPTIONS", CSV_OPTIONS, INVALID_MESSAGE, "CsvSink.writer_options"),
+    ("CSV_DATE_FORMAT", CSV_OPTIONS, invalid_utf8(F.CSV_DATE_FORMAT), "CsvWriterOptions.date_format"),
+    (
+        "CSV_DATETIME_FORMAT",
+        CSV_OPTIONS,
+        invalid_utf8(F.CSV_DATETIME_FORMAT),
+        "CsvWriterOptions.datetime_format",
+    ),
+    (
+        "CSV_TIMESTAMP_FORMAT",
+        CSV_OPTIONS,
+        invalid_utf8(F.CSV_TIMESTAMP_FORMAT),
+        "CsvWriterOptions.timestamp_format",
+    ),
+    ("CSV_TIME_FORMAT", CSV_OPTIONS, invalid_utf8(F.CSV_TIME_FORMAT), "CsvWriterOptions.time_format"),
     (
         "GENERATE_SERIES_DATE_ARGS",
         [F.GENERATE_SERIES, F.GENERATE_SERIES_DATE_ARGS],

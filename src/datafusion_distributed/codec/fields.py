@@ -94,3 +94,30 @@ MEMORY_SCAN = 35
 MEMORY_PARTITIONS = 1  # repeated bytes: each partition's batches as one Arrow IPC stream
 MEMORY_SORT_INFORMATION = 4  # orderings the scan declares
 MEMORY_FETCH = 6  # a limit pushed into the scan
+
+# PhysicalPlanNode's oneof: the file sinks (DataSinkExec of COPY, INSERT and DataFrame writes).
+JSON_SINK = 24
+CSV_SINK = 28
+PARQUET_SINK = 29
+SINK_KINDS = {JSON_SINK: "json", CSV_SINK: "csv", PARQUET_SINK: "parquet"}
+
+# Every *SinkExecNode: its sink; every *Sink: its FileSinkConfig.
+SINK_EXEC_SINK = 2
+SINK_CONFIG = 1
+
+# FileSinkConfig.
+SINK_OBJECT_STORE_URL = 1
+SINK_TABLE_PATHS = 3
+SINK_PARTITION_COLS = 5
+SINK_FILE_EXTENSION = 11
+SINK_FILE_OUTPUT_MODE = 12  # an enum: 0 (absent) lets the path decide between a file and a folder
+
+# PartitionColumn.
+PARTITION_COLUMN_NAME = 1
+
+# CsvSink: its CsvWriterOptions, and the options' date and time formats.
+CSV_SINK_WRITER_OPTIONS = 2
+CSV_DATE_FORMAT = 4
+CSV_DATETIME_FORMAT = 5
+CSV_TIMESTAMP_FORMAT = 6
+CSV_TIME_FORMAT = 7

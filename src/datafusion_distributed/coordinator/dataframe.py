@@ -3,12 +3,14 @@
 Its transformations (filter, select, join, ...) are DataFusion's own, and return a
 DistributedDataFrame so the result still runs distributed; its metadata (schema, plans,
 views) is DataFusion's own too, as nothing runs; its results (collect, to_arrow_table,
-iteration, the Arrow stream, ...) run the query on the workers. Only writes are refused."""
+iteration, the Arrow stream, ...) run the query on the workers, and so do its file writes
+(write_parquet, write_csv, write_json)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -16,10 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pyarrow as pa
-from datafusion import DataFrame
+from datafusion import DataFrame, DataFrameWriteOptions, ParquetWriterOptions
+from datafusion.dataframe import Compression
 
 from ..metrics.analyze import check_explain_format, render_explain
 from .scheduler import QueryRun
+from .write_statements import copy_statement, parquet_compression
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,11 +38,8 @@ if TYPE_CHECKING:
 
 JoinHow = Literal["inner", "left", "right", "full", "semi", "anti"]
 
-# DataFusion's DataFrame methods that write files or tables: they would run the query on one
-# node, so they are refused until writes are distributed.
-WRITE_METHODS = frozenset(
-    {"write_csv", "write_json", "write_parquet", "write_parquet_with_options", "write_table"}
-)
+# DataFusion's DataFrame methods that write, not offered: they would run the query on one node.
+WRITE_METHODS = frozenset({"write_parquet_with_options", "write_table"})
 
 
 def _plain(df: Any) -> Any:
@@ -62,8 +63,10 @@ class DistributedDataFrame:
       `to_polars`, `to_pylist`, `to_pydict`, `count`, `cache`, `explain`, `show`,
       `for batch in df`, `async for batch in df`, and the Arrow stream interface
       (`pa.table(df)`, `pl.DataFrame(df)`, ...).
-    - Writes (`write_parquet`, `write_csv`, `write_json`, `write_table`) are not offered yet:
-      `df.df` is the plain DataFusion DataFrame, which writes from one node.
+    - File writes run distributed, each task writing its share (see docs/writing.md):
+      `write_parquet`, `write_csv`, `write_json`. `write_table` and
+      `write_parquet_with_options` are not offered: `df.df` is the plain DataFusion
+      DataFrame, which writes from one node.
 
     Examples:
         >>> dctx = DistributedContext()
@@ -96,6 +99,74 @@ class DistributedDataFrame:
         """A transformation's result, distributed on the same context."""
         # DataFusion's select_exprs returns its internal frame rather than a DataFrame.
         return DistributedDataFrame(self._dctx, df if isinstance(df, DataFrame) else DataFrame(df))
+
+    # -- file writes: a COPY of the frame, split over tasks ---------------------------------
+    def write_parquet(
+        self,
+        path: str | os.PathLike[str],
+        compression: str | Compression | ParquetWriterOptions = Compression.ZSTD,
+        compression_level: int | None = None,
+        write_options: DataFrameWriteOptions | None = None,
+        *,
+        partition_by: Sequence[str] | str | None = None,
+    ) -> None:
+        """Write the result as Parquet files into the folder `path`, each task writing its
+        share; the files appear when the whole query succeeded (see docs/writing.md).
+
+        The arguments are DataFusion's `DataFrame.write_parquet`'s, plus `partition_by`
+        (hive-style folders `col=value/`). DataFusion's `write_options` cannot be read
+        back, and `ParquetWriterOptions` has no COPY form: with either, the frame is
+        written by DataFusion from one node, as `df.df.write_parquet` would.
+        """
+        if write_options is not None or isinstance(compression, ParquetWriterOptions):
+            self._df.write_parquet(path, compression, compression_level, write_options)
+            return
+        options = {"format.compression": parquet_compression(compression, compression_level)}
+        self._copy_to(path, "PARQUET", options, partition_by)
+
+    def write_csv(
+        self,
+        path: str | os.PathLike[str],
+        with_header: bool = False,
+        write_options: DataFrameWriteOptions | None = None,
+        *,
+        partition_by: Sequence[str] | str | None = None,
+    ) -> None:
+        """Write the result as CSV files into the folder `path`, each task writing its share
+        (a header line in each file with `with_header`); see `write_parquet`."""
+        if write_options is not None:
+            self._df.write_csv(path, with_header, write_options)
+            return
+        self._copy_to(path, "CSV", {"format.has_header": str(with_header).lower()}, partition_by)
+
+    def write_json(
+        self,
+        path: str | os.PathLike[str],
+        write_options: DataFrameWriteOptions | None = None,
+        *,
+        partition_by: Sequence[str] | str | None = None,
+    ) -> None:
+        """Write the result as newline-delimited JSON files into the folder `path`, each task
+        writing its share; see `write_parquet`."""
+        if write_options is not None:
+            self._df.write_json(path, write_options)
+            return
+        self._copy_to(path, "JSON", {}, partition_by)
+
+    def _copy_to(
+        self,
+        path: str | os.PathLike[str],
+        file_format: str,
+        options: dict[str, str],
+        partition_by: Sequence[str] | str | None,
+    ) -> None:
+        """Run `COPY (SELECT * FROM <this frame as a view>) TO path ...` on the context."""
+        view = f"datafusion_distributed_write_{uuid.uuid4().hex}"
+        self._dctx.ctx.register_view(view, self._df)
+        try:
+            self._dctx.sql(copy_statement(view, path, file_format, options, partition_by)).collect()
+        finally:
+            self._dctx.ctx.deregister_table(view)
 
     # -- transformations: DataFusion's own, returning a DistributedDataFrame -------------------
     def aggregate(

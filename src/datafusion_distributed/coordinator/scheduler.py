@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from datafusion import SessionContext
 
 from ..common.threads import kept_threads, map_concurrently
@@ -38,6 +39,7 @@ from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
 from .retry import RetryPolicy
 from .shipping import TableShipper
+from .writes import StagedWrite
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -85,6 +87,8 @@ class QueryRun:
         )
         self.head = HeadStage(self)
         self.shipper = TableShipper(self)  # the plan's large memory tables, provided as producers
+        # a file write split over the final stage's tasks: staged per attempt, committed at the end
+        self.write = StagedWrite(plan.write, self.query_id) if plan.write is not None else None
 
     @property
     def dead(self) -> set[str]:
@@ -140,13 +144,22 @@ class QueryRun:
         return self.liveness.unreachable(worker) if self.liveness.lost(worker) else None
 
     # -- running stages ---------------------------------------------------------------------
-    def _run_task(self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0) -> TaskResult:
+    def _sent_plan(self, stage: Stage, task: TaskPlan) -> bytes:
+        """The plan bytes an attempt of `task` is sent: a write's task writes to a new staging
+        folder each attempt. Called where attempts are started, never from a task's thread."""
+        if self.write is not None and stage is self.plan.final:
+            return self.write.task_plan(task)
+        return task.plan
+
+    def _run_task(
+        self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0, plan: bytes | None = None
+    ) -> TaskResult:
         message = RunTask(
             query_id=self.query_id,
             stage=stage.id,
             task=task.index,
             attempt=attempt,
-            plan=task.plan,
+            plan=task.plan if plan is None else plan,
             inputs=self.task_inputs(stage, task),
             worker=worker,
             compression=self.compression,
@@ -157,7 +170,9 @@ class QueryRun:
     def _run_watched(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> TaskResult:
         """`_run_task`, given up on when the query is cancelled or the worker stops answering
         (it then fails as a lost worker; a late answer of the call is never read)."""
-        future = kept_threads.submit(self._run_task, stage, task, worker, attempt)
+        future = kept_threads.submit(
+            self._run_task, stage, task, worker, attempt, self._sent_plan(stage, task)
+        )
         while not wait([future], timeout=POLL_SECONDS).done:
             self.cancel_scope.check()
             if (lost := self._given_up(worker)) is not None:
@@ -170,7 +185,9 @@ class QueryRun:
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.events.stage_started(stage.id, self.placement[stage.id])
         return {
-            kept_threads.submit(self._run_task, stage, t, self.placement[stage.id][t.index]): (stage, t.index)
+            kept_threads.submit(
+                self._run_task, stage, t, self.placement[stage.id][t.index], 0, self._sent_plan(stage, t)
+            ): (stage, t.index)
             for t in tasks
         }
 
@@ -232,7 +249,7 @@ class QueryRun:
         retry = self._worker_for(stage, index, attempt)
         self.placement[stage.id][index] = retry
         self.events.task_started(stage.id, index, retry, attempt)
-        return kept_threads.submit(self._run_task, stage, task, retry, attempt)
+        return kept_threads.submit(self._run_task, stage, task, retry, attempt, self._sent_plan(stage, task))
 
     def recompute_lost_outputs(self) -> None:
         """Rerun, on live workers, completed tasks whose outputs were on lost workers (lineage).
@@ -287,6 +304,8 @@ class QueryRun:
             self.events.query_finished()
             raise
         except BaseException as exc:
+            if self.write is not None:
+                self.write.abort()  # before anything else: the destination stays as it was
             failure = as_query_failure(exc)
             self.events.query_failed(failure)
             if failure is exc:
@@ -297,15 +316,32 @@ class QueryRun:
                 self.head.close()
             finally:  # whatever happened, every worker that ran a task is told
                 self.release()
+                if self.write is not None:
+                    self.write.abort()  # again: a task stopped by the release may have staged more
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()
         self.run_stages(self.plan.stages[:-1])
-        if len(self.tasks_of(self.plan.final)) == 1:
+        if self.write is not None:
+            yield self._written()
+        elif len(self.tasks_of(self.plan.final)) == 1:
             yield from self.head.single_task()
         else:
             self.run_stages([self.plan.final])
             yield from self.head.gather(on_restart)
+
+    def _written(self) -> pa.RecordBatch:
+        """Run the write stage on the workers, commit its files, and answer as DataFusion
+        does: one row, the `count` of rows written (the sum of every task's count)."""
+        final = self.plan.final
+        self.run_stages([final])
+        counts: list[pa.RecordBatch] = []
+        for batch in self.head.gather(on_restart=counts.clear):  # a recomputed task counts once
+            counts.append(batch)
+        total = sum(pc.sum(batch.column(0)).as_py() or 0 for batch in counts)
+        self.write.commit(task.index for task in self.tasks_run[final.id])
+        schema = counts[0].schema if counts else pa.schema([pa.field("count", pa.uint64())])
+        return pa.record_batch([pa.array([total], schema.field(0).type)], schema=schema)
 
     def release(self) -> None:
         """Delete this query's data on the workers it ran tasks on, all at once. A query run

@@ -16,6 +16,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..codec import WireError
 from ..codec.ordering import sort_keys, window_partition_keys
+from ..codec.sink import file_sink
 from ..execution_plans.plan_node import PlanNode, collects_left
 from ..execution_plans.stage import BoundaryKind
 
@@ -133,8 +134,32 @@ def ordering_from_below(node: PlanNode) -> str | None:
     )
 
 
-def split_hazard(node: PlanNode) -> str | None:
+def write_hazard(node: PlanNode, is_plan_root: bool) -> str | None:
+    """Why a DataSinkExec may not be split across tasks (each task writing its share of the
+    rows into a staging folder of its own), or None if it may be."""
+    sink = file_sink(node.raw)
+    if sink is None:
+        return "DataSinkExec writes to a sink other than Parquet, CSV or JSON files"
+    if not is_plan_root:
+        return "DataSinkExec is not the root of the plan"
+    if not sink.destination:
+        return f"DataSinkExec writes to {len(sink.table_paths)} paths at once"
+    if not sink.destination.startswith("file://"):
+        return f"DataSinkExec writes to an object store ({sink.destination}): written from one node"
+    if not sink.writes_folder:
+        return f"DataSinkExec writes a single file ({sink.destination})"
+    return None
+
+
+def splits_write(node: PlanNode, is_plan_root: bool) -> bool:
+    """Whether `node` is a file write each task may run over its share of the rows."""
+    return node.name == "DataSinkExec" and write_hazard(node, is_plan_root) is None
+
+
+def split_hazard(node: PlanNode, is_plan_root: bool = False) -> str | None:
     """Why a stage holding `node` must not be split across tasks, or None if it may be."""
+    if node.name == "DataSinkExec":
+        return write_hazard(node, is_plan_root)
     if collects_left(node) and node.attribute("join_type") in BUILD_SIDE_JOIN_TYPES:
         return (
             f"{node.name} join_type={node.attribute('join_type')} emits build-side rows that "

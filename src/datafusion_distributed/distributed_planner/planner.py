@@ -24,6 +24,7 @@ from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kin
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.memory import MemoryScan, memory_scan
+from ..codec.sink import file_sink
 from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
 from ..events.handlers import TaskCountRequest
@@ -42,6 +43,7 @@ from .boundaries import (
     ordering_from_below,
     rebuilds_alone,
     split_hazard,
+    splits_write,
 )
 from .config import PlannerConfig
 from .fidelity import travel_blocker, unserialisable
@@ -92,6 +94,7 @@ def _collect(
     kept_by: str | None = None,
     path: tuple[int, ...] = (),
     ship_above: int | None = None,
+    under_write: bool = False,
 ) -> None:
     table = _shipped(node, ship_above)
     if table is not None:
@@ -100,6 +103,10 @@ def _collect(
         fragment.edges.append(_Edge(node, shipped, whole))
         return
     kind = None if is_root else boundary_kind(node)
+    if kind is BoundaryKind.COALESCE and under_write:
+        # DataFusion gathers a write's rows into one partition for its sink; each task of a
+        # split write gathers its own share instead, so the coalesce stays in the write's stage.
+        kind = None
     if kind is not None and kept_by is not None:
         # A node above relies on what DataFusion knew of the rows here (see
         # `ordering_from_below`), which a cut would lose: the exchange stays inside the
@@ -122,7 +129,7 @@ def _collect(
         return
     if not node.children and not whole:
         fragment.hazards.append(f"{node.line.split(',')[0]} is a source that cannot be split")
-    hazard = split_hazard(node)
+    hazard = split_hazard(node, is_plan_root=not path)
     if hazard:
         fragment.hazards.append(hazard)
     # InterleaveExec checks, when rebuilt, that its children are hash partitioned alike; a
@@ -141,6 +148,7 @@ def _collect(
             kept_by=kept_by,
             path=(*path, i),
             ship_above=ship_above,
+            under_write=splits_write(node, is_plan_root=not path),
         )
 
 
@@ -383,6 +391,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             tasks=tuple(tasks),
             output=fragment.kind,
             reason=fragment.reason,
+            sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
         )
     )
 
@@ -401,7 +410,11 @@ def plan_stages(
     _fold_boundaries(final, config)
     built = _Built(first_table=_count_stages(final))
     _build_stages(final, built)
-    return DistributedPlan(tuple(built.stages))
+    stages = built.stages
+    if len(stages) == 1 and stages[0].task_count == 1 and stages[0].sink is not None:
+        # one task in the coordinator: DataFusion writes to the destination itself, unstaged
+        stages = [replace(stages[0], sink=None)]
+    return DistributedPlan(tuple(stages))
 
 
 def plan_query(

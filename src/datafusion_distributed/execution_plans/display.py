@@ -25,6 +25,7 @@ from __future__ import annotations
 import posixpath
 
 from ..codec import ScannedFile, file_groups, scan_kind
+from ..codec.sink import FileSink
 from .plan_node import PlanNode, whole_children
 from .stage import DistributedPlan, Stage, StageInput
 
@@ -212,6 +213,15 @@ class _StageRenderer:
             self._emit(depth, line)
 
 
+def _write_label(sink: FileSink) -> str:
+    """What a write stage writes, and how: for the stage's header."""
+    partitions = f", partitioned by ({', '.join(sink.partition_columns)})" if sink.partition_columns else ""
+    return (
+        f"{sink.kind} files into {sink.destination}{partitions}; each task stages its own files, "
+        "committed when the query succeeds"
+    )
+
+
 def display_stage(stage: Stage, annotations: Annotations | None = None) -> str:
     """One stage as a box of text lines; `annotations` add text to its header, nodes and inputs."""
     output = stage.output.value if stage.output is not None else "result"
@@ -222,6 +232,8 @@ def display_stage(stage: Stage, annotations: Annotations | None = None) -> str:
     lines = [header]
     if stage.reason:
         lines.append(f"│ tasks: {stage.reason}")
+    if stage.sink is not None:
+        lines.append(f"│ write: {_write_label(stage.sink)}")
     if annotations is not None:
         lines.extend(f"│ {line}" for line in annotations.header(stage))
     lines.extend("│ " + line for line in _StageRenderer(stage, annotations).render())

@@ -14,6 +14,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
+from ..codec.sink import FileSink
 from .plan_node import PlanNode
 
 
@@ -106,6 +107,9 @@ class Stage:
     tasks: tuple[TaskPlan, ...]
     output: BoundaryKind | None  # how the consumer reads this stage; None for the final stage
     reason: str = ""  # why the stage has the task count it has
+    # the file write this stage's tasks each run over their share of the rows (the final
+    # stage of a COPY or DataFrame write): each task writes to a staging folder of its own
+    sink: FileSink | None = None
 
     @property
     def task_count(self) -> int:
@@ -144,6 +148,11 @@ class DistributedPlan:
             if stage.id == stage_id:
                 return stage
         raise KeyError(f"no stage {stage_id}")
+
+    @property
+    def write(self) -> FileSink | None:
+        """The file write the final stage's tasks split, when the plan runs distributed."""
+        return self.final.sink if self.is_distributed else None
 
     @property
     def tables(self) -> tuple[ShippedTable, ...]:
