@@ -168,7 +168,8 @@ class DistributedContext:
             )
         )
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
-        self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], SessionContext] | None = None
+        # (key, planning session, the settings its tasks carry), made again when the key changes
+        self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
         self._planning_lock = threading.Lock()
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
@@ -211,19 +212,24 @@ class DistributedContext:
         user's context as it was; a plan made from a logical plan holds its UDFs itself.
         (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
         from a logical plan never looks tables up by name, so url tables change nothing here.)"""
-        # Copied again only when the user's settings (or the cluster's size) changed since:
-        # the copy and its SETs cost more than planning a small query.
-        overrides = (config or self.config).planner(workers).datafusion_settings()
-        key = (repr(self.ctx), tuple(overrides.items()))  # the context's repr lists every setting
+        return self._planning_state(workers, config or self.config)[0]
+
+    def _planning_state(self, workers: int, config: DistributedConfig) -> tuple[SessionContext, TaskSettings]:
+        """The planning session (see `planning_session`) and the user's settings its queries'
+        tasks carry (`travelling_settings`), both made again only when the user's settings (or
+        the cluster's size) changed: the copy and its SETs cost more than planning a small query."""
+        overrides = tuple(config.planner(workers).datafusion_settings().items())
+        key = (repr(self.ctx), overrides)  # the context's repr lists every setting
         with self._planning_lock:
             if self._planning is not None and self._planning[0] == key:
-                return self._planning[1]
+                return self._planning[1], self._planning[2]
         session = self.ctx.enable_url_table()
-        for name, value in overrides.items():
+        for name, value in overrides:
             session.sql(f"SET {name} = {value}")
+        state = (session, travelling_settings(session))
         with self._planning_lock:
-            self._planning = (key, session)
-        return session
+            self._planning = (key, *state)
+        return state
 
     # -- DataFrames: made on the wrapped context, run distributed ------------------------------
     def sql(
@@ -405,11 +411,11 @@ class DistributedContext:
             if _acts_when_planned(logical):
                 plan = single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
             else:
-                session = self.planning_session(workers, settings)
+                session, task_settings = self._planning_state(workers, settings)
                 physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
                 config = settings.planner(workers)
                 plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
-                plan = dataclasses.replace(plan, task_settings=travelling_settings(session))
+                plan = dataclasses.replace(plan, task_settings=task_settings)
                 if plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
