@@ -140,8 +140,8 @@ def test_dataframe_transformations_stay_distributed(dctx, single):
         "SELECT grp, count(id) AS n FROM t_parquet WHERE id % 3 <> 0 GROUP BY grp ORDER BY grp"
     )
     assert df.to_pylist() == expected.to_pylist()
-    with pytest.raises(AttributeError, match="use .df.write_table"):
-        df.write_table  # noqa: B018
+    with pytest.raises(AttributeError, match="use .df.write_parquet_with_options"):
+        df.write_parquet_with_options  # noqa: B018
 
 
 def test_context_factories_make_distributed_frames(dctx):

@@ -57,8 +57,9 @@ RESULTS = {  # runs the query distributed
     "to_pydict", "to_pylist", "cache", "__iter__", "__aiter__", "__arrow_c_stream__",
 }  # fmt: skip
 DISPLAY = {"show", "_repr_html_", "default_str_repr"}  # how a result is shown (its own work)
-WRITES = {"write_parquet_with_options", "write_table"}  # refused
-DISTRIBUTED_WRITES = {"write_csv", "write_json", "write_parquet"}  # a COPY split over tasks
+WRITES = {"write_parquet_with_options"}  # refused
+# a COPY (or, for write_table, an INSERT) split over tasks
+DISTRIBUTED_WRITES = {"write_csv", "write_json", "write_parquet", "write_table"}
 OTHER_TRANSFORMATIONS = {"__getitem__"}
 NOT_METHODS = {"__dict__", "__module__", "__weakref__"}
 
@@ -264,9 +265,10 @@ def test_writes_are_refused_with_the_way_to_run_them_on_one_node(dctx, name):
 def test_other_dataframe_methods_are_refused_by_name(dctx):
     df = dctx.from_pydict({"a": [1]})
     with pytest.raises(
-        AttributeError, match=r"DistributedDataFrame.write_table is not available: use .df.write_table"
+        AttributeError,
+        match=r"DistributedDataFrame.write_parquet_with_options is not available: use .df.write_parquet_with_options",
     ):
-        df.write_table  # noqa: B018
+        df.write_parquet_with_options  # noqa: B018
     with pytest.raises(AttributeError, match="DistributedDataFrame has no attribute 'no_such_method'"):
         df.no_such_method  # noqa: B018
     with pytest.raises(AttributeError, match="no_such_method"):

@@ -44,6 +44,19 @@ if TYPE_CHECKING:
 ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
 
 
+RAN_WHEN_PLANNED = (
+    "DataFusion ran this statement (CREATE TABLE [AS], CREATE VIEW, DROP, ...) in the coordinator "
+    "when it was planned; nothing is left to run"
+)
+
+
+def _ran_when_planned(logical: Any) -> bool:
+    """Whether `logical` (a LogicalPlan) is what DataFusion leaves of a DDL statement it ran
+    while planning it (`SessionContext.sql` runs CREATE TABLE AS, CREATE VIEW, DROP, ... at
+    once): an empty relation of no rows, which no query of rows plans as."""
+    return logical.display() == "EmptyRelation: rows=0"
+
+
 def _acts_when_planned(logical: Any) -> bool:
     """Whether planning `logical` (a LogicalPlan) changes data: a memory table's DELETE, UPDATE
     and TRUNCATE happen in DataFusion's physical planner, so the query may be planned once only."""
@@ -410,6 +423,8 @@ class DistributedContext:
         try:
             if _acts_when_planned(logical):
                 plan = single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
+            elif _ran_when_planned(logical):
+                plan = single_node_plan(df.execution_plan(), self.ctx, RAN_WHEN_PLANNED)
             else:
                 session, task_settings = self._planning_state(workers, settings)
                 physical = session.create_dataframe_from_logical_plan(logical).execution_plan()

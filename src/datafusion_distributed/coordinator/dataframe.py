@@ -4,7 +4,7 @@ Its transformations (filter, select, join, ...) are DataFusion's own, and return
 DistributedDataFrame so the result still runs distributed; its metadata (schema, plans,
 views) is DataFusion's own too, as nothing runs; its results (collect, to_arrow_table,
 iteration, the Arrow stream, ...) run the query on the workers, and so do its file writes
-(write_parquet, write_csv, write_json)."""
+(write_parquet, write_csv, write_json, and write_table into a listing table)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,13 @@ from datafusion.dataframe import Compression
 
 from ..metrics.analyze import check_explain_format, render_explain
 from .scheduler import QueryRun
-from .write_statements import copy_statement, parquet_compression
+from .write_statements import (
+    copy_statement,
+    insert_statement,
+    inserts_unchanged,
+    parquet_compression,
+    table_reference,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
 JoinHow = Literal["inner", "left", "right", "full", "semi", "anti"]
 
 # DataFusion's DataFrame methods that write, not offered: they would run the query on one node.
-WRITE_METHODS = frozenset({"write_parquet_with_options", "write_table"})
+WRITE_METHODS = frozenset({"write_parquet_with_options"})
 
 
 def _plain(df: Any) -> Any:
@@ -64,8 +70,9 @@ class DistributedDataFrame:
       `for batch in df`, `async for batch in df`, and the Arrow stream interface
       (`pa.table(df)`, `pl.DataFrame(df)`, ...).
     - File writes run distributed, each task writing its share (see docs/writing.md):
-      `write_parquet`, `write_csv`, `write_json`. `write_table` and
-      `write_parquet_with_options` are not offered: `df.df` is the plain DataFusion
+      `write_parquet`, `write_csv`, `write_json`, and `write_table` into a listing table
+      over a local folder (into a memory table it runs on one node).
+      `write_parquet_with_options` is not offered: `df.df` is the plain DataFusion
       DataFrame, which writes from one node.
 
     Examples:
@@ -152,6 +159,43 @@ class DistributedDataFrame:
             self._df.write_json(path, write_options)
             return
         self._copy_to(path, "JSON", {}, partition_by)
+
+    def write_table(self, table_name: str, write_options: DataFrameWriteOptions | None = None) -> None:
+        """Insert the frame's rows into the registered table `table_name`, as DataFusion's
+        `DataFrame.write_table` does.
+
+        Into a listing table over a local folder (`CREATE EXTERNAL TABLE ... LOCATION
+        'folder/'`) it runs as `INSERT INTO table_name SELECT * FROM <this frame>`, each
+        task writing its share, the files appearing when the whole query succeeded (see
+        docs/writing.md). DataFusion writes from one node, as `df.df.write_table` would,
+        into any other table (a memory table lives in the coordinator), with `write_options`
+        (they cannot be read back), and when the frame's column names or types differ from
+        the table's (DataFusion inserts such a frame without the casts SQL's INSERT adds).
+        """
+        target = table_reference(table_name)
+        if write_options is not None or target is None:
+            self._df.write_table(table_name, write_options)
+            return
+        try:
+            table_schema = self._dctx.ctx.table(table_name).schema()
+        except Exception:  # no such table: DataFusion's own error, from its own call
+            table_schema = None
+        if table_schema is None or not inserts_unchanged(self._df.schema(), table_schema):
+            self._df.write_table(table_name)
+            return
+        view = f"datafusion_distributed_write_{uuid.uuid4().hex}"
+        self._dctx.ctx.register_view(view, self._df)
+        try:
+            insert = self._dctx.sql(insert_statement(view, target))
+            plan = insert.distributed_plan()
+            if plan.write is None:  # not split into tasks writing files: DataFusion's own write
+                self._df.write_table(table_name)
+                return
+            # its result, the count of rows written, is dropped as write_table drops it
+            for _ in insert._execute_plan(plan, on_restart=lambda: None):
+                pass
+        finally:
+            self._dctx.ctx.deregister_table(view)
 
     def _copy_to(
         self,
