@@ -11,12 +11,14 @@ processes, and distributed over the embedded cluster (workers as threads of this
 Runs are interleaved, the order alternating between iterations; every run writes into a fresh
 folder, deleted afterwards, and its returned row count is checked against single-node's.
 
-Memory (Linux only): before each run the peak resident set (VmHWM) of this process and of the
-worker processes is reset (``/proc/<pid>/clear_refs``), so each run reports its own peaks: this
-process's (the coordinator's, or the whole write for single-node and the embedded cluster,
-whose workers run inside it) and the workers' summed. "growth" is a peak minus the resident set
-at the start of the run: what the write itself added. The coordinator's growth staying the same
-from SF 0.1 to SF 1 shows that the written rows never pass through it.
+Memory (Linux only): each write runs in a fresh process (spawned for that run alone), so that
+process's peak resident set (VmHWM) is that write's, with nothing left over from other runs: the
+coordinator's for the distributed sides (for the embedded cluster, whose workers run inside it,
+the whole write's), the whole write's for single-node. Printed beside it, the process's resident
+set once its context was set up, before the write. The worker processes of the `LocalCluster`
+live across runs: their peaks are reset (``/proc/<pid>/clear_refs``) before each run and summed
+after it. The coordinator's peak staying the same from SF 0.1 to SF 1 shows that the written rows
+never pass through it.
 
 Time is best of ``--iterations``; CPU seconds count this process and the worker processes
 (as in ``tpch.py``). Results are written as JSON to ``benchmarks/results/`` (git-ignored).
@@ -27,13 +29,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import multiprocessing
 import os
 import platform
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import datafusion
@@ -49,6 +52,7 @@ SINGLE = "single"
 DISTRIBUTED = "distributed"
 EMBEDDED = "embedded"
 MODES = (SINGLE, DISTRIBUTED, EMBEDDED)
+RUN_TIMEOUT = 600  # seconds; a stuck write fails the benchmark instead of hanging it
 WRITES = {
     "parquet": "COPY (SELECT * FROM lineitem) TO '{}' STORED AS PARQUET",
     "parquet partitioned": "COPY (SELECT * FROM lineitem) TO '{}' STORED AS PARQUET PARTITIONED BY (l_returnflag)",
@@ -85,28 +89,79 @@ def reset_peak_rss(pids: list[int]) -> None:
             refs.write("5")
 
 
-def measured(write: Callable[[], int], worker_pids: list[int]) -> dict:
-    """Run `write` and measure it: wall and CPU seconds, and the peak and growth (MB) of this
-    process's and the workers' resident sets; plus the row count it returned."""
-    me = os.getpid()
-    reset_peak_rss([me, *worker_pids])
-    start_rss = rss_mb(me, "VmRSS")
-    workers_start = sum(rss_mb(pid, "VmRSS") for pid in worker_pids)
-    cpu_start = cpu_seconds(worker_pids)
-    started = time.perf_counter()
-    rows = write()
-    seconds = time.perf_counter() - started
-    cpu_end = cpu_seconds(worker_pids)
-    peak = rss_mb(me)
-    workers_peak = sum(rss_mb(pid) for pid in worker_pids)
+@dataclass(frozen=True)
+class ClusterAddress:
+    """What a fresh process needs to use the parent's `LocalCluster` as its own (a resolver)."""
+
+    urls: tuple[str, ...]
+    auth_token: str
+    shared_spool_root: str
+
+    def get_urls(self) -> list[str]:
+        """The workers' URLs."""
+        return list(self.urls)
+
+
+def write_in_fresh_process(
+    mode: str, data: str, copy: str, folder: str, cluster: ClusterAddress | None, args: dict
+) -> dict:
+    """Run one write in this (fresh) process and measure it: wall and CPU seconds (this process
+    and the cluster's workers), the row count written, the write stage's task count, and this
+    process's resident set before the write and at its peak (MB), setup included."""
+    single = mode == SINGLE
+    ctx = SessionContext(SessionConfig().with_target_partitions(args["workers"]) if single else None)
+    register_tpch(ctx, data)
+    if not single:
+        config = DistributedConfig(
+            embedded_workers=args["workers"], bytes_per_partition=args["bytes_per_partition"]
+        )
+        ctx = DistributedContext(ctx, workers=cluster, config=config)
+    try:
+        tasks = None if single else ctx.sql(copy.format(folder)).distributed_plan().stages[-1].task_count
+        worker_pids = list(args["worker_pids"]) if cluster else []
+        start_rss = rss_mb(os.getpid(), "VmRSS")
+        cpu_start = cpu_seconds(worker_pids)
+        started = time.perf_counter()
+        rows = ctx.sql(copy.format(folder)).to_pylist()[0]["count"]
+        seconds = time.perf_counter() - started
+        cpu_end = cpu_seconds(worker_pids)
+    finally:
+        if not single:
+            ctx.close()
     return {
         "seconds": seconds,
         "cpu_seconds": None if cpu_start is None or cpu_end is None else cpu_end - cpu_start,
         "rows": rows,
-        "coordinator_peak_mb": peak,
-        "coordinator_growth_mb": peak - start_rss,
-        "workers_peak_mb": workers_peak if worker_pids else None,
-        "workers_growth_mb": workers_peak - workers_start if worker_pids else None,
+        "write_tasks": tasks,
+        "coordinator_start_mb": start_rss,
+        "coordinator_peak_mb": rss_mb(os.getpid()),
+    }
+
+
+def measured(
+    mode: str, data: Path, copy: str, folder: Path, cluster: LocalCluster, args: argparse.Namespace
+) -> dict:
+    """One write in a fresh process (its peak memory is the write's alone), with the workers'
+    summed peak resident set over the write when it runs on the worker processes."""
+    pids = [p.pid for p in cluster.processes] if mode == DISTRIBUTED else []
+    address = (
+        ClusterAddress(tuple(cluster.get_urls()), cluster.auth_token, cluster.shared_spool_root)
+        if mode == DISTRIBUTED
+        else None
+    )
+    settings = {"workers": args.workers, "bytes_per_partition": args.bytes_per_partition, "worker_pids": pids}
+    reset_peak_rss(pids)
+    workers_start = sum(rss_mb(pid, "VmRSS") for pid in pids)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        job = pool.apply_async(
+            write_in_fresh_process, (mode, str(data), copy, str(folder), address, settings)
+        )
+        result = job.get(timeout=RUN_TIMEOUT)
+    workers_peak = sum(rss_mb(pid) for pid in pids)
+    return {
+        **result,
+        "workers_start_mb": workers_start if pids else None,
+        "workers_peak_mb": workers_peak if pids else None,
     }
 
 
@@ -121,14 +176,10 @@ def summary(runs: list[dict]) -> dict:
     return {
         "best_seconds": best["seconds"],
         "cpu_seconds_of_best": best["cpu_seconds"],
+        "write_tasks": best["write_tasks"],
         **{
             key: largest(key)
-            for key in (
-                "coordinator_peak_mb",
-                "coordinator_growth_mb",
-                "workers_peak_mb",
-                "workers_growth_mb",
-            )
+            for key in ("coordinator_start_mb", "coordinator_peak_mb", "workers_start_mb", "workers_peak_mb")
         },
         "runs": runs,
     }
@@ -136,48 +187,21 @@ def summary(runs: list[dict]) -> dict:
 
 def run_scale_factor(sf: float, args: argparse.Namespace, cluster: LocalCluster, scratch: Path) -> dict:
     data = tpch_data(sf)
-    single = SessionContext(SessionConfig().with_target_partitions(args.workers))
-    register_tpch(single, data)
-    contexts = {}
-    for mode, workers in ((DISTRIBUTED, cluster), (EMBEDDED, None)):
-        ctx = SessionContext()
-        register_tpch(ctx, data)
-        contexts[mode] = DistributedContext(
-            ctx,
-            workers=workers,
-            config=DistributedConfig(
-                embedded_workers=args.workers, bytes_per_partition=args.bytes_per_partition
-            ),
-        )
-    run = {SINGLE: single, **contexts}
-    pids = {SINGLE: [], DISTRIBUTED: [p.pid for p in cluster.processes], EMBEDDED: []}
     results: dict[str, dict[str, dict]] = {}
-    try:
-        for name, copy in WRITES.items():
-            runs: dict[str, list[dict]] = {m: [] for m in MODES}
-            tasks = {
-                m: contexts[m].sql(copy.format(scratch / "planned")).distributed_plan().stages[-1].task_count
-                for m in contexts
-            }
-
-            def write(ctx: SessionContext | DistributedContext, folder: Path, copy: str = copy) -> int:
-                return ctx.sql(copy.format(folder)).to_pylist()[0]["count"]
-
-            for i in range(args.iterations):
-                for mode in MODES if i % 2 == 0 else MODES[::-1]:
-                    folder = scratch / f"sf{sf:g}-{name.replace(' ', '-')}-{mode}-{i}"
-                    try:
-                        runs[mode].append(measured(lambda c=run[mode], f=folder: write(c, f), pids[mode]))
-                    finally:
-                        shutil.rmtree(folder, ignore_errors=True)
-                counts = {m: runs[m][-1]["rows"] for m in MODES}
-                if len(set(counts.values())) != 1:
-                    raise SystemExit(f"SF {sf:g} {name}: the sides wrote different row counts: {counts}")
-            results[name] = {m: {**summary(runs[m]), "write_tasks": tasks.get(m)} for m in MODES}
-            print_rows(sf, name, results[name])
-    finally:
-        for dctx in contexts.values():
-            dctx.close()
+    for name, copy in WRITES.items():
+        runs: dict[str, list[dict]] = {m: [] for m in MODES}
+        for i in range(args.iterations):
+            for mode in MODES if i % 2 == 0 else MODES[::-1]:
+                folder = scratch / f"sf{sf:g}-{name.replace(' ', '-')}-{mode}-{i}"
+                try:
+                    runs[mode].append(measured(mode, data, copy, folder, cluster, args))
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+            counts = {m: runs[m][-1]["rows"] for m in MODES}
+            if len(set(counts.values())) != 1:
+                raise SystemExit(f"SF {sf:g} {name}: the sides wrote different row counts: {counts}")
+        results[name] = {m: summary(runs[m]) for m in MODES}
+        print_rows(sf, name, results[name])
     return results
 
 
@@ -188,7 +212,7 @@ def mb(value: float | None) -> str:
 def print_header() -> None:
     print(
         f"{'SF':>4} {'write':<20} {'side':<12} {'tasks':>5} {'best s':>7} {'ratio':>6} {'cpu s':>6} "
-        f"{'coord peak':>10} {'growth':>7} {'workers peak':>12} {'growth':>7}"
+        f"{'process start':>13} {'peak':>6} {'workers start':>13} {'peak':>6}"
     )
 
 
@@ -198,9 +222,9 @@ def print_rows(sf: float, name: str, result: dict) -> None:
         r = result[mode]
         cpu = "-" if r["cpu_seconds_of_best"] is None else f"{r['cpu_seconds_of_best']:.1f}"
         print(
-            f"{sf:>4g} {name:<20} {mode:<12} {r['write_tasks'] or '-':>5} {r['best_seconds']:7.2f} {r['best_seconds'] / single:6.2f} "
-            f"{cpu:>6} {mb(r['coordinator_peak_mb']):>10} {mb(r['coordinator_growth_mb']):>7} "
-            f"{mb(r['workers_peak_mb']):>12} {mb(r['workers_growth_mb']):>7}",
+            f"{sf:>4g} {name:<20} {mode:<12} {r['write_tasks'] or '-':>5} {r['best_seconds']:7.2f} "
+            f"{r['best_seconds'] / single:6.2f} {cpu:>6} {mb(r['coordinator_start_mb']):>13} "
+            f"{mb(r['coordinator_peak_mb']):>6} {mb(r['workers_start_mb']):>13} {mb(r['workers_peak_mb']):>6}",
             flush=True,
         )
 
@@ -216,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"lineitem written as Parquet, best of {args.iterations}; single-node target_partitions="
         f"{args.workers}, distributed over {args.workers} worker processes and {args.workers} embedded "
-        "workers; memory in MB (peak resident set; growth = peak minus the resident set at the start)"
+        "workers; each write in a fresh process; memory in MB: that process's resident set before "
+        "the write and its peak, and the worker processes' summed"
     )
     print_header()
     try:
