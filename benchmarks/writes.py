@@ -192,7 +192,9 @@ def run_scale_factor(sf: float, args: argparse.Namespace, cluster: LocalCluster,
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
         for i in range(args.iterations):
             for mode in MODES if i % 2 == 0 else MODES[::-1]:
-                folder = scratch / f"sf{sf:g}-{name.replace(' ', '-')}-{mode}-{i}"
+                # no dot in the name: DataFusion takes a path with an extension for a single file
+                label = f"sf{sf:g}-{name}-{mode}-{i}".replace(".", "_").replace(" ", "-")
+                folder = scratch / label
                 try:
                     runs[mode].append(measured(mode, data, copy, folder, cluster, args))
                 finally:
