@@ -68,7 +68,9 @@ def test_settings_outside_the_travelling_ones_are_refused(name):
 
 def test_copies_share_the_memory_pool_of_their_base():
     """A worker's memory limit bounds the tasks whatever settings they carry."""
-    base = SessionContext(SessionConfig(), memory_limited_runtime(200_000))
+    # One partition: a single consumer of the pool (DataFusion 55 was seen hanging, once, with
+    # several partitions' aggregations spilling into a pool this small).
+    base = SessionContext(SessionConfig().with_target_partitions(1), memory_limited_runtime(200_000))
     batches = [pa.record_batch({"k": list(range(200_000))})]
     query = "SELECT k, count(*) FROM t GROUP BY k ORDER BY k DESC LIMIT 1"
     base.register_record_batches("t", [batches])
