@@ -184,6 +184,9 @@ class WorkerClient:
         """The error a failed call (or a stream failing part way) raises to the coordinator."""
         if isinstance(exc, flight.FlightTimedOutError):
             return WorkerTimeout(self.url, timeout)
+        if isinstance(exc, flight.FlightCancelledError):
+            # Nothing here cancels its own calls: the worker's server did, as it stopped.
+            return WorkerUnreachable(self.url, f"the worker stopped during the call ({_server_message(exc)})")
         if isinstance(exc, flight.FlightUnavailableError):
             if is_tls_failure(str(exc)):  # a setup error: retrying elsewhere would not help
                 return WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}")
