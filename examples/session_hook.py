@@ -5,7 +5,7 @@
 (run from the examples/ folder, or with examples/ on PYTHONPATH, so `session_hook` imports).
 The worker calls the hook once, when its first task arrives, with a SessionConfig that already
 holds the settings every task needs, and runs all its tasks in the context it returns: register
-object stores, UDFs or more settings there. The coordinator uses the same kind of hook for the
+object stores the library does not send (see docs/object-stores.md), UDFs or more settings there. The coordinator uses the same kind of hook for the
 stage it runs itself (once per query):
 `DistributedContext(ctx, workers=..., session_builder=build_session)`.
 """
@@ -22,8 +22,8 @@ log = logging.getLogger("session_hook")
 def build_session(config: SessionConfig) -> SessionContext:
     config = config.with_batch_size(16384)
     ctx = SessionContext(config)
-    # Object stores the plans read from must be registered here, for example:
-    #   from datafusion.object_store import AmazonS3
-    #   ctx.register_object_store("s3://my-bucket", AmazonS3(bucket_name="my-bucket", region="eu-west-1"))
+    # Stores the library does not send are registered here, for example:
+    #   from datafusion.object_store import GoogleCloud
+    #   ctx.register_object_store("gs://", GoogleCloud(bucket_name="my-bucket"), "my-bucket")
     log.info("worker session built (batch size 16384)")
     return ctx

@@ -7,6 +7,7 @@ from .coordinator.config import DistributedConfig
 from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
 from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
+from .execution_plans.object_stores import S3Store
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
 from .worker.flight_worker import FlightWorker
@@ -24,6 +25,7 @@ __all__ = [
     "QueryFailed",
     "QueryTimedOut",
     "ResultStreamLost",
+    "S3Store",
     "StaticResolver",
     "WorkerError",
     "WorkerResolver",

@@ -17,6 +17,7 @@ from datafusion import DataFrame, SessionContext, SQLOptions
 
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
+from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url, with_store
 from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..execution_plans.stage import DistributedPlan
@@ -187,6 +188,7 @@ class DistributedContext:
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
         self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
+        self._object_stores: ObjectStores = ()  # registered here: every task registers them too
         self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
@@ -402,7 +404,39 @@ class DistributedContext:
         return self.ctx.register_view(name, df.df if isinstance(df, DistributedDataFrame) else df)
 
     register_dataset = _on_ctx(SessionContext.register_dataset)
-    register_object_store = _on_ctx(SessionContext.register_object_store)
+
+    def register_object_store(self, url: str, store: S3Store, host: str | None = None) -> None:
+        """Register `store` for the URLs under `url` (`"s3://<bucket>"`) on the wrapped
+        context, and send it with every task of this context's queries, so the workers (and
+        the coordinator's head stage) read and write `url` through the same store.
+
+        `store` is an `S3Store`: a description every process can rebuild (DataFusion's own
+        store objects cannot be read back to send them). Its explicit credentials travel in the
+        task messages, never shown in logs, `explain()` or errors; settings it leaves out come
+        from each process's own `AWS_*` environment. A store registered again for the same URL
+        replaces the first. See docs/object-stores.md.
+
+        Args:
+            url: `s3://<bucket>`; or, as DataFusion's `register_object_store` takes it, the
+                scheme `s3://` with the bucket as `host`.
+            store: the S3Store of that bucket.
+            host: the bucket, when `url` is only the scheme.
+
+        Raises:
+            TypeError: `store` is not an S3Store (register other stores on each worker in a
+                session hook).
+            ValueError: `url` is not the store's.
+        """
+        store = store_for_url(url + (host or ""), store)
+        store.register(self.ctx)
+        with self._planning_lock:
+            self._object_stores = with_store(self._object_stores, store)
+
+    @property
+    def object_stores(self) -> ObjectStores:
+        """The stores registered with `register_object_store`, sent with every task."""
+        return self._object_stores
+
     register_udf = _on_ctx(SessionContext.register_udf)
     register_udaf = _on_ctx(SessionContext.register_udaf)
     register_udwf = _on_ctx(SessionContext.register_udwf)
@@ -430,7 +464,9 @@ class DistributedContext:
                 physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
                 config = settings.planner(workers)
                 plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
-                plan = dataclasses.replace(plan, task_settings=task_settings)
+                plan = dataclasses.replace(
+                    plan, task_settings=task_settings, object_stores=self._object_stores
+                )
                 if plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
@@ -441,12 +477,12 @@ class DistributedContext:
             raise QueryFailed.of(exc) from exc
         return dataclasses.replace(plan, settings=changed_settings(settings))
 
-    def head_session(self, settings: TaskSettings = ()) -> SessionContext:
+    def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the coordinator runs a head stage carrying `settings` (the user's
-        DataFusion settings, see `DistributedPlan.task_settings`) in: built once, by the session
-        hook if there is one, like a worker's, and copied with the settings (a hook that fails
-        is tried again next query)."""
-        return self._head_sessions.session(settings)
+        DataFusion settings, see `DistributedPlan.task_settings`) and object `stores` in: built
+        once, by the session hook if there is one, like a worker's, and copied with the settings
+        and stores (a hook that fails is tried again next query)."""
+        return self._head_sessions.session(settings, stores)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property

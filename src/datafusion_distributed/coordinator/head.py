@@ -27,6 +27,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile
 from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
+from ..execution_plans.object_stores import with_store_hint
 from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inputs, stream_partitions
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
@@ -59,7 +60,7 @@ class HeadStage:
         task = run.tasks_of(run.plan.final)[0]
         run.events.stage_started(run.plan.final.id, [COORDINATOR])
         resolved, recorder = self._inputs(task)
-        ctx = run.head_session(run.plan.task_settings)
+        ctx = run.head_session(run.plan.task_settings, run.plan.object_stores)
         try:
             yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
         except (QueryFailed, QueryCancelled):
@@ -68,7 +69,8 @@ class HeadStage:
             if not is_failure(exc):
                 raise
             name = f"stage {run.plan.final.id} task {task.index} on the coordinator"
-            raise QueryFailed(f"{name} failed: {readable_message(failure_message(exc))}") from exc
+            message = readable_message(with_store_hint(failure_message(exc)))
+            raise QueryFailed(f"{name} failed: {message}") from exc
 
     def in_memory(self) -> Iterator[pa.RecordBatch]:
         """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was

@@ -26,6 +26,7 @@ from ..common.threads import kept_threads, map_concurrently
 from ..distributed_planner.planner import single_task
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
+from ..execution_plans.object_stores import ObjectStores
 from ..execution_plans.session import task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
@@ -56,7 +57,7 @@ class QueryRun:
         workers: Sequence[str],
         clients: ClientPool,
         compression: str | None = "lz4",
-        head_session: Callable[[TaskSettings], SessionContext] | None = None,
+        head_session: Callable[[TaskSettings, ObjectStores], SessionContext] | None = None,
         task_attempts: int = 3,
         handlers: HandlerChain | None = None,
         local_spools: Sequence[str] = (),
@@ -68,7 +69,7 @@ class QueryRun:
         self.workers = list(workers)
         self.clients = clients
         self.compression = compression
-        # the session the head stage runs in, given the settings its tasks carry
+        # the session the head stage runs in, given the settings and object stores its tasks carry
         self.head_session = head_session or TaskSessions(task_session).session
         self.local_spools = tuple(local_spools)  # workers' spools this process reads in place
         self.contacted: set[str] = set()  # workers chosen for a task: the ones holding its data
@@ -164,6 +165,7 @@ class QueryRun:
             worker=worker,
             compression=self.compression,
             settings=self.plan.task_settings,
+            object_stores=self.plan.object_stores,
         )
         return self.clients.get(worker).run_task(message)
 

@@ -246,4 +246,6 @@ def display_distributed_plan(plan: DistributedPlan, annotations: Annotations | N
     `annotations` add text to it (metrics, for EXPLAIN ANALYZE)."""
     stages = [display_stage(stage, annotations) for stage in reversed(plan.stages)]
     header = [f"settings: {', '.join(plan.settings)}"] if plan.settings else []
+    if plan.object_stores and plan.is_distributed:
+        header.append(f"object stores: {'; '.join(store.describe() for store in plan.object_stores)}")
     return "\n".join(header + stages) + "\n"

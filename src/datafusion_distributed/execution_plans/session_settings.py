@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from datafusion import SessionConfig, SessionContext
 
+from .object_stores import ObjectStores, register_stores
 from .session import REQUIRED_SETTINGS
 
 #: Where the settings a task may carry live: the ones DataFusion reads while a plan runs.
@@ -119,14 +120,19 @@ class TaskSessions:
     of it with the settings tasks carry, the `SESSIONS_KEPT` most recently used kept.
 
     One base per worker means one memory pool per worker; a copy per distinct set of settings
-    means queries with different settings (two users' time zones) never share one. A `build`
-    that fails is tried again by the next task."""
+    means queries with different settings (two users' time zones) never share one. Object
+    stores live in the runtime, which copies share, so tasks carrying object stores run in a
+    session built by `build` for that set of stores (a runtime, and so a memory pool, of its
+    own), shared by every task carrying the same stores: a store one query brings is never
+    seen by another query's tasks, and never replaces the store of a session hook for tasks
+    that bring none. A `build` that fails is tried again by the next task."""
 
     def __init__(self, build: Callable[[], SessionContext], kept: int = SESSIONS_KEPT):
         self._build = build
         self._kept = kept
         self._base: SessionContext | None = None
-        self._derived: OrderedDict[TaskSettings, SessionContext] = OrderedDict()
+        self._with_stores: OrderedDict[ObjectStores, SessionContext] = OrderedDict()
+        self._derived: OrderedDict[tuple[TaskSettings, ObjectStores], SessionContext] = OrderedDict()
         self._lock = threading.Lock()
 
     def base(self) -> SessionContext:
@@ -136,19 +142,37 @@ class TaskSessions:
                 self._base = self._build()
             return self._base
 
-    def session(self, settings: TaskSettings = ()) -> SessionContext:
-        """The session a task carrying `settings` runs in."""
-        base = self.base()
+    def session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
+        """The session a task carrying `settings` and object `stores` runs in."""
         if not settings:
-            return base
+            return self.stores_base(stores)
+        key = (settings, stores)
         with self._lock:
-            if settings in self._derived:
-                self._derived.move_to_end(settings)
-                return self._derived[settings]
-        derived = with_settings(base, settings)  # outside the lock: other tasks go on meanwhile
-        with self._lock:
-            self._derived[settings] = derived
-            self._derived.move_to_end(settings)
-            while len(self._derived) > self._kept:
-                self._derived.popitem(last=False)
+            if key in self._derived:
+                self._derived.move_to_end(key)
+                return self._derived[key]
+        derived = with_settings(self.stores_base(stores), settings)  # outside the lock: tasks go on
+        self._keep(self._derived, key, derived)
         return derived
+
+    def stores_base(self, stores: ObjectStores) -> SessionContext:
+        """The session tasks carrying `stores` and no settings run in: the base session when
+        there are none, else one built for those stores, with them registered."""
+        if not stores:
+            return self.base()
+        with self._lock:
+            if stores in self._with_stores:
+                self._with_stores.move_to_end(stores)
+                return self._with_stores[stores]
+        session = self._build()
+        register_stores(session, stores)
+        self._keep(self._with_stores, stores, session)
+        return session
+
+    def _keep(self, kept: OrderedDict, key: object, session: SessionContext) -> None:
+        """Keep `session` under `key` in `kept`, as the most recently used of at most `_kept`."""
+        with self._lock:
+            kept[key] = session
+            kept.move_to_end(key)
+            while len(kept) > self._kept:
+                kept.popitem(last=False)

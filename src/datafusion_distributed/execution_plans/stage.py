@@ -15,6 +15,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
 from ..codec.sink import FileSink
+from .object_stores import ObjectStores
 from .plan_node import PlanNode
 
 
@@ -127,7 +128,8 @@ class DistributedPlan:
     the session it was planned in: it never goes through bytes. `settings` are the settings
     the plan was made and runs with that differ from their defaults (`name=value`), for display.
     `task_settings` are the user's DataFusion settings every task runs with, wherever it runs
-    (`(name, value)` pairs; see `session_settings`).
+    (`(name, value)` pairs; see `session_settings`). `object_stores` are the stores every task
+    registers in its session (see `object_stores`; their credentials are never shown).
     """
 
     stages: tuple[Stage, ...]
@@ -136,6 +138,7 @@ class DistributedPlan:
     single_node: str = ""  # why a plan that could be split runs on one node ("" when it does not)
     settings: tuple[str, ...] = ()
     task_settings: tuple[tuple[str, str], ...] = ()
+    object_stores: ObjectStores = ()
 
     @property
     def final(self) -> Stage:

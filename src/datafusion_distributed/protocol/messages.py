@@ -15,6 +15,7 @@ from typing import Any
 
 from ..common.checks import Checks
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+from ..execution_plans.object_stores import MAX_STORES, ObjectStores, S3Store
 from ..execution_plans.session_settings import TaskSettings, check_task_settings
 from ..execution_plans.stage import BoundaryKind, InputBoundary
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
@@ -26,10 +27,11 @@ MAX_FILES = 100_000
 MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
-_OPTIONAL = {"compression", "metrics", "settings"}  # fields a message may leave out
+_OPTIONAL = {"compression", "metrics", "settings", "object_stores"}  # fields a message may leave out
 # Fields added since the version was last raised: left out of a message while empty, so a peer
 # that predates them still reads the messages that do not use them (and refuses the others).
-_LEFT_OUT_WHEN_EMPTY = {"settings"}
+_LEFT_OUT_WHEN_EMPTY = {"settings", "object_stores"}
+_STORE_FIELDS = {f.name for f in fields(S3Store)}
 
 
 class ProtocolError(ValueError):
@@ -140,6 +142,9 @@ class RunTask:
     compression: str | None = "lz4"
     # the user's DataFusion settings the task runs with (see execution_plans.session_settings)
     settings: TaskSettings = ()
+    # the object stores the task registers in its session (see execution_plans.object_stores);
+    # their credentials travel here, so the message is never logged or shown
+    object_stores: ObjectStores = ()
 
     @property
     def key(self) -> TaskKey:
@@ -293,6 +298,24 @@ def _settings(value: Any) -> TaskSettings:
         raise ProtocolError(f"settings: {exc}") from exc
 
 
+def _object_stores(value: Any) -> ObjectStores:
+    """Object stores a task carries: S3 store descriptions, each URL once, in URL order. An
+    error never echoes a value: it could be a credential."""
+    stores = []
+    for raw in _list(value, "object_stores", MAX_STORES):
+        _check(
+            isinstance(raw, dict) and "bucket" in raw and set(raw) <= _STORE_FIELDS,
+            f"object_stores must be a list of S3 store descriptions (fields {', '.join(sorted(_STORE_FIELDS))})",
+        )
+        try:
+            stores.append(S3Store(**raw))
+        except ValueError as exc:
+            raise ProtocolError(f"object_stores: {exc}") from exc
+    urls = [store.url for store in stores]
+    _check(urls == sorted(set(urls)), "object_stores must name each store once, in URL order")
+    return tuple(stores)
+
+
 def decode_run_task(data: bytes) -> RunTask:
     """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
@@ -307,6 +330,7 @@ def decode_run_task(data: bytes) -> RunTask:
         worker=_url(body["worker"], "worker"),
         compression=compression,
         settings=_settings(body.get("settings", [])),
+        object_stores=_object_stores(body.get("object_stores", [])),
     )
 
 

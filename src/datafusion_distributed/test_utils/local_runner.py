@@ -18,7 +18,7 @@ from ..coordinator.gather import read_outputs
 from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
 from ..distributed_planner.planner import single_task
 from ..execution_plans.session import SessionBuilder, task_session
-from ..execution_plans.session_settings import with_settings
+from ..execution_plans.session_settings import TaskSessions
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..execution_plans.task import (
     ResolvedInput,
@@ -52,7 +52,9 @@ class LocalStageRunner:
         """Yield the query's result batches; scratch files are removed when done."""
         scratch = tempfile.mkdtemp(prefix="datafusion-distributed-local-")
         try:
-            ctx = with_settings(task_session(self._builder), plan.task_settings)
+            ctx = TaskSessions(lambda: task_session(self._builder)).session(
+                plan.task_settings, plan.object_stores
+            )
             outputs: dict[int, list[TaskOutput]] = {}
             for table in plan.tables:  # written once, as the coordinator ships them
                 scan = ExecutionPlan.from_bytes(ctx, table.scan)

@@ -21,6 +21,7 @@ from ..common.fs import lies_in, makedirs
 from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
+from ..execution_plans.object_stores import ObjectStores, with_store_hint
 from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.task import (
@@ -328,7 +329,7 @@ class FlightWorker(flight.FlightServerBase):
             inputs, fetched = resolve_inputs(
                 message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
             )
-            ctx = self._task_session(message.settings)
+            ctx = self._task_session(message.settings, message.object_stores)
             plan = prepare_task_plan(ctx, message.plan, inputs)
             plan = self._handlers.rewrite_plan(
                 PlanRewriteRequest(
@@ -368,15 +369,15 @@ class FlightWorker(flight.FlightServerBase):
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
 
-    def _task_session(self, settings: TaskSettings = ()) -> SessionContext:
-        """The session a task carrying `settings` runs in: one per worker, so its memory pool
-        bounds the worker (not each task) and no task pays for building one, copied with the
-        user's settings a task carries (the copies share its memory pool). A hook that fails is
-        tried again by the next task."""
-        return self._sessions.session(settings)
+    def _task_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
+        """The session a task carrying `settings` and object `stores` runs in: one per worker,
+        so its memory pool bounds the worker (not each task) and no task pays for building one,
+        copied with the user's settings a task carries (the copies share its memory pool), its
+        stores registered (see `TaskSessions`). A hook that fails is tried again by the next task."""
+        return self._sessions.session(settings, stores)
 
     def _describe(self, exc: BaseException) -> str:
-        text = failure_message(exc)
+        text = with_store_hint(failure_message(exc))
         if self.memory_limit_bytes is not None and "Resources exhausted" in text:
             return f"memory limit exceeded (the worker's limit is {self.memory_limit_bytes} bytes): {text}"
         return text

@@ -1,0 +1,142 @@
+"""Tables in an S3 bucket, read by every worker: TPC-H uploaded to a local S3-API server (moto,
+on 127.0.0.1), registered at s3:// URLs, queried distributed against single-node DataFusion
+reading the same bucket; and the credentials never shown anywhere."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster, QueryFailed
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.s3_server import (
+    TEST_SECRET_ACCESS_KEY,
+    LocalS3Server,
+    register_tpch_s3,
+    upload_tpch,
+)
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
+
+BUCKET = "tpch-data"
+QUICK_QUERIES = (1, 3, 5, 18)
+SPLIT = DistributedConfig(bytes_per_partition=64 * 1024)  # several tasks per stage at SF 0.01
+
+
+@pytest.fixture(scope="module")
+def s3(tpch_sf001: Path):
+    """A local S3 server holding TPC-H SF 0.01 under `sf001/`."""
+    with LocalS3Server() as server:
+        server.create_bucket(BUCKET)
+        upload_tpch(server, tpch_sf001, BUCKET, "sf001")
+        yield server
+
+
+def _single_node(s3: LocalS3Server, prefix: str) -> SessionContext:
+    """The oracle: plain DataFusion reading the same bucket."""
+    ctx = SessionContext()
+    ctx.register_object_store("s3://", s3.store(BUCKET).build(), BUCKET)
+    register_tpch_s3(ctx, BUCKET, prefix)
+    return ctx
+
+
+def _distributed(s3: LocalS3Server, prefix: str, **kwargs) -> DistributedContext:
+    dctx = DistributedContext(SessionContext(), **kwargs)
+    dctx.register_object_store(f"s3://{BUCKET}", s3.store(BUCKET))
+    register_tpch_s3(dctx, BUCKET, prefix)
+    return dctx
+
+
+@pytest.mark.parametrize("n", QUICK_QUERIES, ids=lambda n: f"q{n:02d}")
+def test_tpch_from_s3_on_the_embedded_cluster_matches_single_node(s3, n):
+    expected = _single_node(s3, "sf001").sql(tpch_query(n)).to_arrow_table()
+    with _distributed(s3, "sf001", config=SPLIT) as dctx:
+        df = dctx.sql(tpch_query(n))
+        assert df.distributed_plan().is_distributed
+        assert_tables_equal(df.to_arrow_table(), expected, sql=tpch_query(n))
+
+
+@pytest.mark.slow
+def test_tpch_from_s3_on_three_worker_processes_matches_single_node(s3, tpch_sf01):
+    upload_tpch(s3, tpch_sf01, BUCKET, "sf01")
+    oracle = _single_node(s3, "sf01")
+    with LocalCluster(3) as cluster, _distributed(s3, "sf01", workers=cluster, config=SPLIT) as dctx:
+        for n in TPCH_QUERY_NUMBERS:
+            sql = tpch_query(n)
+            assert_tables_equal(dctx.sql(sql).to_arrow_table(), oracle.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_credentials_are_never_shown(s3, tpch_sf001, caplog):
+    """Not in log records (the embedded workers' included), explain(), reprs, error messages
+    or the files a query leaves in the workers' spools while it runs."""
+    caplog.set_level(logging.DEBUG)
+    sql = tpch_query(3)
+    with _distributed(s3, "sf001", config=SPLIT) as dctx:
+        df = dctx.sql(sql)
+        shown = [df.explain_string(), df.explain_string(analyze=True), repr(df.distributed_plan())]
+        shown += [repr(dctx.object_stores), str(dctx.object_stores[0])]
+        batches = iter(df)
+        next(batches)  # the query's outputs are in the spools until the stream ends
+        spooled = [path for path in Path(dctx.resolver.shared_spool_root).rglob("*") if path.is_file()]
+        assert spooled
+        for path in spooled:
+            assert TEST_SECRET_ACCESS_KEY.encode() not in path.read_bytes(), path
+        list(batches)
+        key = "sf001/orders/orders.1.parquet"
+        s3.client().put_object(Bucket=BUCKET, Key=key, Body=b"not a parquet file")
+        try:
+            with pytest.raises(QueryFailed, match="orders.1.parquet") as failed:
+                dctx.sql(sql).collect()
+        finally:
+            s3.client().upload_file(str(tpch_sf001 / "orders" / "orders.1.parquet"), BUCKET, key)
+    shown.append(str(failed.value))
+    shown += [record.getMessage() for record in caplog.records]
+    assert "object stores: s3://tpch-data (endpoint http://127.0.0.1:" in shown[0]
+    for text in shown:
+        assert TEST_SECRET_ACCESS_KEY not in text
+
+
+def test_a_store_registered_only_on_the_session_context_fails_clearly(s3):
+    """DataFusion's own store objects cannot travel: a query reading through one fails on the
+    workers naming the fix, never answering from another store."""
+    ctx = _single_node(s3, "sf001")
+    with DistributedContext(ctx, config=SPLIT) as dctx:
+        with pytest.raises(QueryFailed, match="register_object_store.*S3Store") as failed:
+            dctx.sql(tpch_query(3)).collect()
+        assert "No suitable object store found for s3://tpch-data" in str(failed.value)
+        with pytest.raises(TypeError, match="takes an S3Store"):
+            dctx.register_object_store("s3://", s3.store(BUCKET).build(), BUCKET)
+
+
+def test_a_store_one_query_brought_is_not_used_by_another(s3):
+    """Two contexts on one cluster: the second registered its store only on its SessionContext,
+    so its query fails even though the workers hold the first context's store of that bucket."""
+    with LocalCluster(2) as cluster:
+        with _distributed(s3, "sf001", workers=cluster, config=SPLIT) as first:
+            assert first.sql("SELECT count(*) AS n FROM nation").to_pylist() == [{"n": 25}]
+            assert first.sql(tpch_query(3)).count() == 10
+            with DistributedContext(_single_node(s3, "sf001"), workers=cluster, config=SPLIT) as second:
+                with pytest.raises(QueryFailed, match="No suitable object store"):
+                    second.sql(tpch_query(3)).collect()
+
+
+def test_credentials_from_the_environment(s3, monkeypatch):
+    """A store without keys takes them from the AWS_* variables of each process that builds it
+    (here one process: the embedded workers'); the task messages then carry none."""
+    from datafusion_distributed import S3Store
+    from datafusion_distributed.test_utils.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+    monkeypatch.setenv("AWS_REGION", TEST_REGION)
+    store = S3Store(BUCKET, endpoint=s3.endpoint)
+    assert store.credentials == "from the environment"
+    expected = _single_node(s3, "sf001").sql(tpch_query(5)).to_arrow_table()
+    with DistributedContext(SessionContext(), config=SPLIT) as dctx:
+        dctx.register_object_store(f"s3://{BUCKET}", store)
+        register_tpch_s3(dctx, BUCKET, "sf001")
+        df = dctx.sql(tpch_query(5))
+        assert "credentials from the environment" in df.explain_string()
+        assert_tables_equal(df.to_arrow_table(), expected, sql=tpch_query(5))
