@@ -29,6 +29,7 @@ from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
 from .errors import ContextClosed, InvalidSetting, QueryFailed
 from .liveness import LivenessMonitor
+from .object_store_writes import bucket_of
 from .settings import changed_settings, check_changeable, setting_rows, with_setting
 from .settings_statements import (
     PREFIX,
@@ -467,7 +468,10 @@ class DistributedContext:
                 plan = dataclasses.replace(
                     plan, task_settings=task_settings, object_stores=self._object_stores
                 )
-                if plan.in_memory:
+                unstaged = self._unstaged_write(plan)
+                if unstaged:
+                    plan = single_node_plan(df.execution_plan(), self.ctx, unstaged)
+                elif plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
                     plan = single_node_plan(
@@ -476,6 +480,17 @@ class DistributedContext:
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
         return dataclasses.replace(plan, settings=changed_settings(settings))
+
+    def _unstaged_write(self, plan: DistributedPlan) -> str:
+        """Why the write `plan` splits over tasks cannot be staged and committed ("" if it can):
+        a write into a bucket needs its S3Store, to reach the bucket from the coordinator."""
+        bucket = bucket_of(plan.write.destination) if plan.write is not None else None
+        if bucket is None or any(store.bucket == bucket for store in self._object_stores):
+            return ""
+        return (
+            f"DataSinkExec writes to s3://{bucket}, whose store was not registered with "
+            "DistributedContext.register_object_store (an S3Store): written from one node"
+        )
 
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the coordinator runs a head stage carrying `settings` (the user's

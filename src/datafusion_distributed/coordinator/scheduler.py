@@ -38,9 +38,9 @@ from .head import WORKER_ERRORS, HeadStage
 from .inputs import exchange_schema, input_groups, needs_single_task
 from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
+from .object_store_writes import staged_write
 from .retry import RetryPolicy
 from .shipping import TableShipper
-from .writes import StagedWrite
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -89,7 +89,9 @@ class QueryRun:
         self.head = HeadStage(self)
         self.shipper = TableShipper(self)  # the plan's large memory tables, provided as producers
         # a file write split over the final stage's tasks: staged per attempt, committed at the end
-        self.write = StagedWrite(plan.write, self.query_id) if plan.write is not None else None
+        self.write = (
+            staged_write(plan.write, self.query_id, plan.object_stores) if plan.write is not None else None
+        )
 
     @property
     def dead(self) -> set[str]:

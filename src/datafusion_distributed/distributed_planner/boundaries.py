@@ -144,8 +144,11 @@ def write_hazard(node: PlanNode, is_plan_root: bool) -> str | None:
         return "DataSinkExec is not the root of the plan"
     if not sink.destination:
         return f"DataSinkExec writes to {len(sink.table_paths)} paths at once"
-    if not sink.destination.startswith("file://"):
-        return f"DataSinkExec writes to an object store ({sink.destination}): written from one node"
+    if not sink.destination.startswith(("file://", "s3://")):
+        return (
+            f"DataSinkExec writes to an object store ({sink.destination}) other than S3: written "
+            "from one node"
+        )
     if not sink.writes_folder:
         return f"DataSinkExec writes a single file ({sink.destination})"
     return None
