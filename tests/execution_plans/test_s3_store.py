@@ -4,6 +4,7 @@ and the sessions tasks carrying them run in."""
 from __future__ import annotations
 
 import dataclasses
+import doctest
 import json
 
 import pytest
@@ -158,3 +159,12 @@ def test_the_hint_for_a_missing_store_names_the_fix():
     message = "Internal error: No suitable object store found for s3://my-bucket/."
     assert "DistributedContext.register_object_store(url, S3Store(...))" in with_store_hint(message)
     assert with_store_hint("Arrow error") == "Arrow error"
+
+
+def test_the_docstring_examples_run():
+    from datafusion_distributed.execution_plans import object_stores
+    from datafusion_distributed.test_utils import s3_server
+
+    for module in (object_stores, s3_server):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -406,10 +406,10 @@ class DistributedContext:
 
     register_dataset = _on_ctx(SessionContext.register_dataset)
 
-    def register_object_store(self, url: str, store: S3Store, host: str | None = None) -> None:
-        """Register `store` for the URLs under `url` (`"s3://<bucket>"`) on the wrapped
+    def register_object_store(self, schema: str, store: S3Store, host: str | None = None) -> None:
+        """Register `store` for the URLs under `schema` (`"s3://<bucket>"`) on the wrapped
         context, and send it with every task of this context's queries, so the workers (and
-        the coordinator's head stage) read and write `url` through the same store.
+        the coordinator's head stage) read and write those URLs through the same store.
 
         `store` is an `S3Store`: a description every process can rebuild (DataFusion's own
         store objects cannot be read back to send them). Its explicit credentials travel in the
@@ -418,17 +418,17 @@ class DistributedContext:
         replaces the first. See docs/object-stores.md.
 
         Args:
-            url: `s3://<bucket>`; or, as DataFusion's `register_object_store` takes it, the
-                scheme `s3://` with the bucket as `host`.
+            schema: `s3://<bucket>`; or, as DataFusion's `register_object_store` takes it,
+                the scheme `s3://` with the bucket as `host`.
             store: the S3Store of that bucket.
-            host: the bucket, when `url` is only the scheme.
+            host: the bucket, when `schema` is only the scheme.
 
         Raises:
             TypeError: `store` is not an S3Store (register other stores on each worker in a
                 session hook).
-            ValueError: `url` is not the store's.
+            ValueError: the URL is not the store's.
         """
-        store = store_for_url(url + (host or ""), store)
+        store = store_for_url(schema + (host or ""), store)
         store.register(self.ctx)
         with self._planning_lock:
             self._object_stores = with_store(self._object_stores, store)
