@@ -8,7 +8,7 @@ from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
 from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
-from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
+from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
 from .worker.flight_worker import FlightWorker
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "DistributedConfig",
     "DistributedContext",
     "DistributedDataFrame",
+    "DnsResolver",
     "EmbeddedCluster",
     "EnvResolver",
     "FlightWorker",
@@ -29,5 +30,6 @@ __all__ = [
     "WorkerResolver",
     "WorkerTimeout",
     "WorkerUnreachable",
+    "WorkersNotFound",
     "__version__",
 ]
