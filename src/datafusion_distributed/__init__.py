@@ -9,7 +9,7 @@ from .coordinator.dataframe import DistributedDataFrame
 from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
 from .execution_plans.object_stores import S3Store
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
-from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
+from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
 from .worker.flight_worker import FlightWorker
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "DistributedConfig",
     "DistributedContext",
     "DistributedDataFrame",
+    "DnsResolver",
     "EmbeddedCluster",
     "EnvResolver",
     "FlightWorker",
@@ -31,5 +32,6 @@ __all__ = [
     "WorkerResolver",
     "WorkerTimeout",
     "WorkerUnreachable",
+    "WorkersNotFound",
     "__version__",
 ]
