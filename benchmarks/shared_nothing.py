@@ -20,13 +20,15 @@ Per query it reports the median time of each side, the bytes the query's tasks r
 exchanges (``raw``: the uncompressed files of ``shared``; ``lz4``: the files of the
 shared-nothing sides) and the bytes that crossed the network (``fetched``: files copied from
 another worker or to the coordinator), and for each rate-limited setting the time those bytes
-need at that rate (``fetched / rate``, a floor if they crossed one link at a time) beside the
-time measured over ``net unlimited``.
+need at that rate over one link (``fetched / rate``) and over every worker's link at once
+(``/ workers``).
 
 Without namespaces (not Linux, not root, no iproute2: the reason is printed; or
 ``--no-namespaces``) the ``net`` sides are not run and a model takes their place:
-``time(loopback) + fetched / rate + stages * 2 * delay * 2`` (each stage costs at least its
-task call and one fetch, each a round trip of twice the one-way delay), labelled as a model.
+``time(loopback) + fetched / (workers * rate) + stages * 2 * (2 * delay)``: the fetched bytes
+spread over every worker's link at once, and per stage at least its task call and one fetch,
+each a round trip of twice the one-way delay. The model is printed beside the measured times
+too, to see how far it holds.
 
 Everything it creates (namespaces, veth pairs, proxies, worker processes, spools) is removed at
 the end, also on Ctrl-C, SIGTERM or SIGHUP. Results are written as JSON to
@@ -82,6 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-namespaces", action="store_true", help="do not simulate a network: model it")
     p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    p.add_argument("--report", metavar="FILE.json", help="print the tables of an earlier result, run nothing")
     args = p.parse_args(argv)
     if args.iterations < 1 or args.warmup < 0 or args.workers < 1:
         p.error("--iterations and --workers must be at least 1, --warmup at least 0")
@@ -120,12 +123,13 @@ class Runs:
 
 
 def modelled_seconds(
-    loopback_seconds: float, fetched_bytes: int, stages: int, setting: NetworkSetting
+    loopback_seconds: float, fetched_bytes: int, stages: int, setting: NetworkSetting, workers: int
 ) -> float:
     """The model of a query's time over `setting`, from its run over loopback: the fetched bytes
-    at the link's rate, plus two round trips (a task call and a fetch) per stage."""
+    spread over the workers' links, each at the link's rate (every worker sends and receives
+    on its own link at once), plus two round trips (a task call and a fetch) per stage."""
     rate = setting.bytes_per_second
-    transfer = 0.0 if rate is None else fetched_bytes / rate
+    transfer = 0.0 if rate is None else fetched_bytes / (workers * rate)
     return loopback_seconds + transfer + stages * 2 * (2 * setting.delay_ms / 1000.0)
 
 
@@ -240,23 +244,14 @@ def build_result(
     queries = {}
     for n, by_side in runs.items():
         entry = {side: by_side[side].summary() for side in sides}
-        loop = by_side[LOOPBACK]
-        if loop.seconds and loop.fetched_bytes is not None:
-            entry["model"] = {
-                net_side(s): modelled_seconds(
-                    statistics.median(loop.seconds), loop.fetched_bytes, loop.stages, s
-                )
-                for s in args.networks
-            }
         entry["error"] = errors.get(n)
         queries[f"q{n:02d}"] = entry
     ok = [q for q, e in queries.items() if not e["error"] and all(e[s]["median"] is not None for s in sides)]
     totals = {side: sum(queries[q][side]["median"] for q in ok) for side in sides}
     for key in ("read_bytes", "fetched_bytes"):
         totals[key] = {side: sum(queries[q][side][key] or 0 for q in ok) for side in sides[1:]}
-    totals["model"] = {net_side(s): sum(queries[q]["model"][net_side(s)] for q in ok) for s in args.networks}
     totals["queries"] = len(ok)
-    return {
+    result = {
         "meta": {
             "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "commit": git_commit(),
@@ -278,6 +273,29 @@ def build_result(
         "queries": queries,
         "totals": totals,
     }
+    return add_model(result)
+
+
+def add_model(result: dict) -> dict:
+    """`result` with each query's modelled time over every network setting (from its loopback
+    run) and their totals over the queries that succeeded everywhere."""
+    networks = [NetworkSetting.parse(s) for s in result["meta"]["networks"]]
+    workers = result["meta"]["workers"]
+    for entry in result["queries"].values():
+        loop = entry[LOOPBACK]
+        if loop["median"] is not None and loop["fetched_bytes"] is not None:
+            entry["model"] = {
+                net_side(s): modelled_seconds(
+                    loop["median"], loop["fetched_bytes"], loop["stages"], s, workers
+                )
+                for s in networks
+            }
+    ok = [
+        e for e in result["queries"].values()
+        if not e["error"] and "model" in e and all(e[s]["median"] is not None for s in result["sides"])
+    ]  # fmt: skip
+    result["totals"]["model"] = {net_side(s): sum(e["model"][net_side(s)] for e in ok) for s in networks}
+    return result
 
 
 def _mb(value: int | None) -> str:
@@ -291,32 +309,32 @@ def _s(value: float | None) -> str:
 def print_tables(result: dict) -> None:
     """Times per side, then bytes and what they cost at each rate, as Markdown tables."""
     sides, networks = result["sides"], [NetworkSetting.parse(s) for s in result["meta"]["networks"]]
-    simulated = result["meta"]["simulated"]
-    shown = sides if simulated else [*sides, *(f"model {net_side(s)}" for s in networks)]
+    shown = [*sides, *(f"model {net_side(s)}" for s in networks)]
     print("| query | stages | " + " | ".join(shown) + " |")
     print("| --- " * (len(shown) + 2) + "|")
     rows = list(result["queries"].items()) + [("total", None)]
     for q, entry in rows:
         if entry is None:
             cells = [_s(result["totals"][s]) for s in sides]
-            if not simulated:
-                cells += [_s(result["totals"]["model"][net_side(s)]) for s in networks]
+            cells += [_s(result["totals"]["model"][net_side(s)]) for s in networks]
             print("| **total** | | " + " | ".join(cells) + " |")
             continue
         cells = [_s(entry[s]["median"]) for s in sides]
-        if not simulated:
-            cells += [_s(entry.get("model", {}).get(net_side(s))) for s in networks]
+        cells += [_s(entry.get("model", {}).get(net_side(s))) for s in networks]
         print(
             f"| {q} | {entry[LOOPBACK]['stages'] or '-'} | "
             + " | ".join(cells)
             + (" FAILED" if entry["error"] else "")
             + " |"
         )
-    print("\n(median seconds)\n")
+    print("\n(median seconds; model: loopback + fetched / (workers * rate) + 2 round trips per stage)\n")
     limited = [s for s in networks if s.rate_mbit is not None]
-    header = "| query | raw MB | lz4 MB | fetched MB |" + "".join(f" fetched / {s.name} |" for s in limited)
+    workers = result["meta"]["workers"]
+    header = "| query | raw MB | lz4 MB | fetched MB |" + "".join(
+        f" fetched / {s.name} | / {workers} links |" for s in limited
+    )
     print(header)
-    print("| --- " * (4 + len(limited)) + "|")
+    print("| --- " * (4 + 2 * len(limited)) + "|")
     for q, entry in rows:
         source = (
             result["totals"]
@@ -328,14 +346,15 @@ def print_tables(result: dict) -> None:
         )
         fetched = source["fetched_bytes"][LOOPBACK]
         cells = [_mb(source["read_bytes"][SHARED]), _mb(source["read_bytes"][LOOPBACK]), _mb(fetched)]
-        cells += [_s(None if fetched is None else fetched / s.bytes_per_second) for s in limited]
+        for s in limited:
+            seconds = None if fetched is None else fetched / s.bytes_per_second
+            cells += [_s(seconds), _s(None if seconds is None else seconds / workers)]
         print(f"| {'**total**' if entry is None else q} | " + " | ".join(cells) + " |")
     print(
         "\n(raw: exchange files read, uncompressed, shared spools; lz4: the same read by workers sharing nothing;"
     )
-    print(
-        " fetched: the part that crossed the network; fetched / rate: seconds those bytes take at the rate)"
-    )
+    print(" fetched: the part that crossed the network; fetched / rate: seconds those bytes take at the")
+    print(" rate over one link, and over every worker's link at once)")
 
 
 def default_output(args: argparse.Namespace) -> Path:
@@ -350,6 +369,9 @@ def _stop_by_signal(signum: int, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report:
+        print_tables(add_model(json.loads(Path(args.report).read_text())))
+        return 0
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_by_signal)
     return run(args)

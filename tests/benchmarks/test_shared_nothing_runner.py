@@ -44,12 +44,13 @@ def test_arguments(runner):
         shared_nothing.parse_args(["--iterations", "0"])
 
 
-def test_the_model_adds_the_transfer_and_two_round_trips_per_stage(runner):
+def test_the_model_adds_the_transfer_over_every_link_and_two_round_trips_per_stage(runner):
     shared_nothing, netsim = runner
-    setting = netsim.NetworkSetting.parse("100mbit/5ms")  # 12.5 MB/s, round trip 10 ms
-    assert shared_nothing.modelled_seconds(1.0, 25_000_000, 3, setting) == pytest.approx(1.0 + 2.0 + 0.06)
+    setting = netsim.NetworkSetting.parse("100mbit/5ms")  # 12.5 MB/s a link, round trip 10 ms
+    model = shared_nothing.modelled_seconds(1.0, 25_000_000, 3, setting, workers=2)
+    assert model == pytest.approx(1.0 + 25 / 12.5 / 2 + 3 * 2 * 0.010)
     unlimited = netsim.NetworkSetting.parse("unlimited")
-    assert shared_nothing.modelled_seconds(1.0, 25_000_000, 3, unlimited) == 1.0
+    assert shared_nothing.modelled_seconds(1.0, 25_000_000, 3, unlimited, workers=2) == 1.0
 
 
 def test_the_delaying_proxy_forwards_every_byte_both_ways(runner):
@@ -99,3 +100,5 @@ def test_a_tiny_run_without_a_simulated_network(runner, tmp_path, capsys):
     assert q03["error"] is None and set(q03["model"]) == {"net unlimited", "net 1gbit/1ms", "net 100mbit/5ms"}
     assert q03["shared"]["fetched_bytes"] == 0  # read in place
     assert "model net 100mbit/5ms" in capsys.readouterr().out
+    assert shared_nothing.main(["--report", str(out)]) == 0  # the tables again, from the file
+    assert "| q03 |" in capsys.readouterr().out
