@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default unlimited,1gbit/1ms,100mbit/5ms)",
     )
     p.add_argument("--no-namespaces", action="store_true", help="do not simulate a network: model it")
+    p.add_argument(
+        "--compression",
+        default="auto",
+        choices=["auto", "lz4", "zstd", "none"],
+        help="exchange codec of every distributed side (default auto: none for shared, lz4 for the others)",
+    )
     p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
     p.add_argument("--report", metavar="FILE.json", help="print the tables of an earlier result, run nothing")
     args = p.parse_args(argv)
@@ -155,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     data = tpch_data(args.sf, args.parts)
     single = SessionContext(SessionConfig().with_target_partitions(target_partitions))
     register_tpch(single, data)
-    config = DistributedConfig(partitions_per_task=args.partitions_per_task)
+    codec = None if args.compression == "none" else args.compression
+    config = DistributedConfig(partitions_per_task=args.partitions_per_task, compression=codec)
     sides = [SINGLE, SHARED, LOOPBACK, *([net_side(s) for s in args.networks] if simulate else [])]
     runs = {n: {side: Runs() for side in sides} for n in args.query_numbers}
     errors: dict[int, str] = {}
@@ -262,6 +269,7 @@ def build_result(
             "iterations": args.iterations,
             "warmup": args.warmup,
             "networks": [s.name for s in args.networks],
+            "compression": args.compression,
             "simulated": simulate,
             "not_simulated_because": why_not,
             "datafusion": datafusion.__version__,
@@ -330,7 +338,9 @@ def print_tables(result: dict) -> None:
     print("\n(median seconds; model: loopback + fetched / (workers * rate) + 2 round trips per stage)\n")
     limited = [s for s in networks if s.rate_mbit is not None]
     workers = result["meta"]["workers"]
-    header = "| query | raw MB | lz4 MB | fetched MB |" + "".join(
+    codec = result["meta"].get("compression", "auto")
+    files = {"auto": "lz4", "none": "uncompressed"}.get(codec, codec)
+    header = f"| query | raw MB | {files} MB | fetched MB |" + "".join(
         f" fetched / {s.name} | / {workers} links |" for s in limited
     )
     print(header)
@@ -351,7 +361,7 @@ def print_tables(result: dict) -> None:
             cells += [_s(seconds), _s(None if seconds is None else seconds / workers)]
         print(f"| {'**total**' if entry is None else q} | " + " | ".join(cells) + " |")
     print(
-        "\n(raw: exchange files read, uncompressed, shared spools; lz4: the same read by workers sharing nothing;"
+        "\n(raw: exchange files read, uncompressed, shared spools; then the same read by workers sharing nothing;"
     )
     print(" fetched: the part that crossed the network; fetched / rate: seconds those bytes take at the")
     print(" rate over one link, and over every worker's link at once)")
