@@ -2,9 +2,12 @@
 subprocesses on this machine (`LocalCluster`). Both are resolvers: they list their URLs.
 
 Each makes a random token for its workers (or takes the one given) and exposes it as
-`auth_token`; a DistributedContext using the cluster as its resolver picks it up. Their
-workers' spools share one folder, `shared_spool_root`: workers (and the coordinator) read each
-other's task outputs from disk in place instead of fetching them over the network."""
+`auth_token`; a DistributedContext using the cluster as its resolver picks it up. By default
+their workers' spools share one folder, `shared_spool_root`: workers (and the coordinator) read
+each other's task outputs from disk in place instead of fetching them over the network. With
+`share_spools=False` they share nothing, as workers on separate machines: each spool is a
+folder only its worker is told of, `shared_spool_root` is None, and every exchange between two
+workers (or to the coordinator) crosses Arrow Flight, compressed."""
 
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ class EmbeddedCluster:
     """`n` Flight workers inside this process on loopback, each with its own spool.
 
     `worker_options` are passed to every `FlightWorker` (for example `spool_quota_bytes`,
-    `memory_limit_bytes`, `tls_cert`/`tls_key`)."""
+    `memory_limit_bytes`, `tls_cert`/`tls_key`). With `share_spools=False` no worker (nor the
+    coordinator) reads another's spool in place: every exchange is fetched over Flight."""
 
     def __init__(
         self,
@@ -39,13 +43,18 @@ class EmbeddedCluster:
         session_builder: SessionBuilder | None = None,
         *,
         auth_token: str | None = None,
+        share_spools: bool = True,
         **worker_options,
     ):
         if n < 1:
             raise ValueError("an embedded cluster needs at least one worker")
+        if not share_spools and worker_options.get("shared_spool_root"):
+            raise ValueError("share_spools=False and a shared_spool_root contradict each other: give one")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
-        self._root = self.shared_spool_root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
-        worker_options.setdefault("shared_spool_root", self._root)
+        self._root = tempfile.mkdtemp(prefix="datafusion-distributed-embedded-")
+        worker_options.setdefault("shared_spool_root", self._root if share_spools else None)
+        # what a context using this cluster reads in place: exactly what the workers were told
+        self.shared_spool_root: str | None = worker_options["shared_spool_root"]
         self.workers: list[FlightWorker] = []
         try:
             for i in range(n):
@@ -106,6 +115,14 @@ class LocalCluster:
     process dies (even by SIGKILL). They get the cluster's token
     (`auth_token`, random unless given) through their environment, never on a command line;
     `worker_args` are added to each worker's command line (e.g. `["--spool-quota-bytes", "1000"]`).
+
+    By default the workers' spools are folders of one root, `shared_spool_root`, which they and
+    the coordinator read in place. `share_spools=False` makes them share nothing, as workers on
+    separate machines would: each spool is a folder of its own (`spools`), only its worker is
+    told of it, and every exchange crosses Arrow Flight (lz4-compressed with the default
+    `compression="auto"`). `hosts` gives each worker its own address to listen on, one per
+    worker (any of 127.0.0.0/8 is this machine's loopback on Linux), e.g.
+    `[f"127.0.0.{i + 2}" for i in range(n)]`; by default all listen on 127.0.0.1.
     """
 
     def __init__(
@@ -116,15 +133,30 @@ class LocalCluster:
         *,
         auth_token: str | None = None,
         worker_args: list[str] | tuple[str, ...] = (),
+        share_spools: bool = True,
+        hosts: list[str] | tuple[str, ...] | None = None,
     ):
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
+        if hosts is not None and (isinstance(hosts, str) or len(hosts) != n):
+            raise ValueError(f"hosts must list one address per worker ({n}), got {hosts!r}")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.worker_args = [str(a) for a in worker_args]
-        self._own_root = spool_root is None
-        self.spool_root = self.shared_spool_root = spool_root or tempfile.mkdtemp(
-            prefix="datafusion-distributed-local-"
-        )
+        self.hosts = list(hosts) if hosts is not None else ["127.0.0.1"] * n
+        self._own_root = spool_root is None and share_spools
+        if share_spools:
+            self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
+        else:
+            self.spool_root = spool_root
+        self.shared_spool_root: str | None = self.spool_root if share_spools else None
+        # sharing nothing and no root given: each worker's folder is made apart, no path relates them
+        self.spools = [
+            os.path.join(self.spool_root, f"worker-{i}")
+            if self.spool_root
+            else tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
+            for i in range(n)
+        ]
+        self._own_spools = spool_root is None
         self.processes: list[subprocess.Popen] = []
         self.urls: list[str] = []
         self._lock = threading.RLock()  # reentrant: a signal's clean-up may interrupt close()
@@ -132,18 +164,20 @@ class LocalCluster:
         self._exit_key = exits.at_exit_signal(self.close, holds_handlers=True)
         try:
             for i in range(n):
-                self._start(os.path.join(self.spool_root, f"worker-{i}"), start_timeout)
+                self._start(i, start_timeout)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, spool: str, timeout: float, index: int | None = None) -> None:
+    def _start(self, index: int, timeout: float) -> None:
         command = [
             sys.executable, "-m", "datafusion_distributed", "worker",
-            "--host", "127.0.0.1", "--port", "0", "--spool-dir", spool,
-            "--parent-pid", str(os.getpid()), "--shared-spool-root", self.spool_root, *self.worker_args,
+            "--host", self.hosts[index], "--port", "0", "--spool-dir", self.spools[index],
+            "--parent-pid", str(os.getpid()), *self.worker_args,
         ]  # fmt: skip
-        if self._own_root:  # a worker outliving this process deletes its spool, the last one the root
+        if self.shared_spool_root:
+            command += ["--shared-spool-root", self.shared_spool_root]
+        if self._own_spools:  # a worker outliving this process deletes its spool, the last one the root
             command.append("--remove-spool-on-exit")
         process = subprocess.Popen(
             command,
@@ -153,7 +187,7 @@ class LocalCluster:
             start_new_session=True,
             env={**os.environ, TOKEN_ENV: self.auth_token},
         )
-        if index is None:
+        if index == len(self.processes):
             self.processes.append(process)
             self.urls.append(_read_url(process, timeout))
         else:
@@ -175,11 +209,11 @@ class LocalCluster:
             self.kill(index)
         if self.processes[index].stdout:
             self.processes[index].stdout.close()
-        self._start(os.path.join(self.spool_root, f"worker-{index}"), start_timeout, index)
+        self._start(index, start_timeout)
 
     def spool_files(self) -> list[str]:
         """Every file of the queries in the workers' spools (to see that queries clean up after them)."""
-        return query_files(self.spool_root)
+        return [f for spool in self.spools for f in query_files(spool)]
 
     def close(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL after 10 seconds) and delete the spools the
@@ -200,6 +234,9 @@ class LocalCluster:
             self.processes = []
             if self._own_root:
                 shutil.rmtree(self.spool_root, ignore_errors=True)
+            elif self._own_spools:
+                for spool in self.spools:
+                    shutil.rmtree(spool, ignore_errors=True)
         atexit.unregister(self.close)
         exits.forget(self._exit_key)
 

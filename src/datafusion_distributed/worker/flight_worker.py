@@ -49,6 +49,7 @@ from ..protocol.messages import (
     encode,
 )
 from .cancellation import Cancellations
+from .served import ServedBytes
 from .spool import Spool
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ class FlightWorker(flight.FlightServerBase):
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
         self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
+        self.served = ServedBytes()  # what left this worker over Flight (reported by `health`)
         # built by the first task, then shared (and copied for tasks carrying settings)
         self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
@@ -186,7 +188,7 @@ class FlightWorker(flight.FlightServerBase):
                 self.spool.renew(decode_heartbeat(body).query_ids)
                 return []
             if action.type == "read_output":
-                return self._file_chunks(self._output_path(body))
+                return self._file_chunks(self._output_path(body), self.served)
         except ProtocolError as exc:
             raise flight.FlightServerError(f"refused message: {exc}") from exc
         except flight.FlightError:
@@ -216,10 +218,11 @@ class FlightWorker(flight.FlightServerBase):
         return path
 
     @staticmethod
-    def _file_chunks(path: str):
+    def _file_chunks(path: str, served: ServedBytes):
         """The bytes of an exchange file as they are: compressed batches are not decoded."""
         with open(path, "rb") as f:
             while chunk := f.read(CHUNK_BYTES):
+                served.file_chunk(len(chunk))
                 yield flight.Result(chunk)
 
     def do_put(
@@ -282,16 +285,20 @@ class FlightWorker(flight.FlightServerBase):
         except (OSError, pa.ArrowException) as exc:  # a clear error, never a worker traceback
             raise flight.FlightServerError(f"could not read output file: {exc}") from exc
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        return flight.GeneratorStream(reader.schema, batches)
+        return flight.GeneratorStream(reader.schema, self.served.streamed(batches))
 
     # -- work ----------------------------------------------------------------------------
     def health(self) -> dict[str, str | int]:
-        """The worker's version, protocol version, URL and number of spool files (the `health` action)."""
+        """The worker's version, protocol version, URL, number of spool files, and the bytes of
+        task outputs it has served since it started (the `health` action): `served_file_bytes`
+        copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`)."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
             "url": self.url,
             "spool_files": len(self.spool.files()),
+            "served_file_bytes": self.served.file_bytes,
+            "served_stream_bytes": self.served.stream_bytes,
         }
 
     def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
