@@ -15,15 +15,18 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext, SQLOptions
 
+from ..codec.feed_scan import FEED_FILE_PREFIX
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
 from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
-from ..protocol.auth import read_pem
+from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
+from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
 from .errors import ContextClosed, InvalidSetting, QueryFailed
@@ -111,6 +114,12 @@ def _made_on_ctx(
     return made_on_ctx
 
 
+def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
+    """The feed service's middleware: the cluster's token, checked as workers check it."""
+    token = clients.settings.auth_token
+    return {"auth": TokenServerMiddlewareFactory(token)} if token else None
+
+
 class DistributedContext:
     """Runs queries of an ordinary DataFusion SessionContext across workers.
 
@@ -187,6 +196,7 @@ class DistributedContext:
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
         self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
+        self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
         self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
@@ -401,6 +411,49 @@ class DistributedContext:
         """
         return self.ctx.register_view(name, df.df if isinstance(df, DistributedDataFrame) else df)
 
+    def register_feed(
+        self,
+        name: str,
+        provider: Provider,
+        read: Reader,
+        schema: pa.Schema,
+        *,
+        tasks: int | None = None,
+        partitions: int = 1,
+    ) -> WorkUnitFeed:
+        """Register `name` as a table whose rows come from work units discovered while a
+        query runs (object keys listed page by page, a paginated API, offset ranges, ...).
+
+        `provider` gives the units (picklable values) on the coordinator, started when a query
+        reading the table runs, and pulled as the tasks reading the table ask for units: an
+        iterable or async iterable, or a function returning one (called by each query).
+        `read(unit)` returns that unit's rows (a pyarrow RecordBatch, Table, RecordBatchReader
+        or an iterable of them, columns by name cast to `schema`); it runs on the workers,
+        pickled like Python UDFs. `tasks` tasks read the table (default: the task-count
+        handlers choose, one per worker by default), each reading `partitions` units at once.
+        Every unit is read once per scan of the table in a successful query, also when a
+        worker is lost. The table is registered on the wrapped context (as an empty Arrow table
+        with the feed's schema: a query of the plain SessionContext reads no row of it).
+
+        Raises:
+            ValueError, TypeError: a bad schema, provider, reader, or count.
+
+        Examples:
+            >>> import pyarrow as pa
+            >>> dctx = DistributedContext()
+            >>> feed = dctx.register_feed(
+            ...     "squares", lambda: iter(range(4)), lambda n: pa.table({"n": [n], "square": [n * n]}),
+            ...     pa.schema([("n", pa.int64()), ("square", pa.int64())]))
+            >>> dctx.sql("SELECT sum(square) AS s FROM squares").to_pylist()
+            [{'s': 14}]
+        """
+        feed = WorkUnitFeed(name, provider, read, schema, tasks=tasks, partitions=partitions)
+        path = self.feeds.add(feed)
+        if self.ctx.table_exist(name):
+            self.ctx.deregister_table(name)
+        self.ctx.register_arrow(name, path, schema=feed.schema)
+        return feed
+
     register_dataset = _on_ctx(SessionContext.register_dataset)
     register_object_store = _on_ctx(SessionContext.register_object_store)
     register_udf = _on_ctx(SessionContext.register_udf)
@@ -431,7 +484,10 @@ class DistributedContext:
                 config = settings.planner(workers)
                 plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
                 plan = dataclasses.replace(plan, task_settings=task_settings)
-                if plan.in_memory:
+                if plan.feeds and plan.in_memory:
+                    # one task, run here; from its bytes, so that it reads the feed's units
+                    plan = dataclasses.replace(plan, physical=None, session=None)
+                elif plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
                     plan = single_node_plan(
@@ -439,6 +495,12 @@ class DistributedContext:
                     )
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
+        if plan.in_memory and FEED_FILE_PREFIX in plan.physical.display_indent():
+            raise QueryFailed(
+                "the query reads a work-unit feed table but must run on one node from DataFusion's "
+                f"own plan ({plan.single_node or plan.final.reason}); a feed's units are read only "
+                "by plans that travel as bytes, so it would read no row"
+            )
         return dataclasses.replace(plan, settings=changed_settings(settings))
 
     def head_session(self, settings: TaskSettings = ()) -> SessionContext:
@@ -460,6 +522,7 @@ class DistributedContext:
         if self._closed:
             return
         self._closed = True
+        self.feeds.close()
         self.clients.close()
         if self._cluster is not None:
             self._cluster.close()

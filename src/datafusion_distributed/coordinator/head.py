@@ -33,6 +33,7 @@ from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
 from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
 from ..protocol.messages import FileLocation, Ticket
+from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
 from .cancellation import QueryCancelled
 from .errors import QueryFailed, ResultStreamLost
 from .gather import read_file, restore_names
@@ -61,7 +62,9 @@ class HeadStage:
         resolved, recorder = self._inputs(task)
         ctx = run.head_session(run.plan.task_settings)
         try:
-            yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
+            leaves = self._read_feeds(task.index)
+            plan = prepare_task_plan(ctx, task.plan, resolved, leaves)
+            yield from self._run_here(ctx, plan, recorder)
         except (QueryFailed, QueryCancelled):
             raise
         except BaseException as exc:  # a panic inside DataFusion fails the query like any error
@@ -69,6 +72,31 @@ class HeadStage:
                 raise
             name = f"stage {run.plan.final.id} task {task.index} on the coordinator"
             raise QueryFailed(f"{name} failed: {readable_message(failure_message(exc))}") from exc
+
+    def _read_feeds(self, task: int) -> list[tuple[bytes, bytes]]:
+        """Read the final stage's feed scans here, asking the query's feed run for units
+        directly; returns each scan's (marker, leaf) to splice into the task's plan."""
+        run = self.run
+        final = run.plan.final
+        if not final.feeds:
+            return []
+        token = run.feeds.begin(final.id, task)
+        feeds = [
+            FeedToRead(
+                scan.marker,
+                scan.scan,
+                scan.scan_id,
+                run.feeds.feed_of(scan.scan_id).reader,
+                run.feeds.feed_of(scan.scan_id).partitions,
+                LocalUnits(run.feeds, token, scan.scan_id),
+            )
+            for scan in final.feeds
+        ]
+        folder = tempfile.mkdtemp(prefix="feeds-", dir=self._scratch_dir())
+        leaves = read_feeds(feeds, folder, run.cancel_scope.check)
+        run.feeds.commit(final.id, task)
+        run.metrics.feed_units[final.id] = {task: sum(leaf.units for leaf in leaves)}
+        return [(leaf.marker, leaf.leaf) for leaf in leaves]
 
     def in_memory(self) -> Iterator[pa.RecordBatch]:
         """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was

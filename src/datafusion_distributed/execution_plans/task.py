@@ -170,11 +170,19 @@ def local_file(path: str, size: int | None = None) -> ScannedFile:
     return ScannedFile(absolute.lstrip("/"), os.path.getsize(absolute) if size is None else size)
 
 
-def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
+def prepare_task_plan(
+    ctx: SessionContext,
+    plan: bytes,
+    inputs: list[ResolvedInput],
+    leaves: Sequence[tuple[bytes, bytes]] = (),
+) -> ExecutionPlan:
     """Splice every input into a task's plan bytes and deserialise it, each join under a
-    yield point (see the module's docstring)."""
+    yield point (see the module's docstring). `leaves` are other (marker, plan bytes) pairs to
+    splice in: the scans of the work-unit feeds the task read."""
     for resolved in inputs:
         plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
+    for marker, leaf in leaves:
+        plan = replace_subtree(plan, marker, leaf)
     try:
         built = ExecutionPlan.from_bytes(ctx, plan)
     except Exception as exc:  # DataFusion raises plain Exception

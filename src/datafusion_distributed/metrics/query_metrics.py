@@ -120,6 +120,8 @@ class QueryMetrics:
 
     query_id: str
     stages: dict[int, StageMetrics] = field(default_factory=dict)
+    # per stage reading a work-unit feed: the units each of its tasks read
+    feed_units: dict[int, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
     finished: bool = False
 

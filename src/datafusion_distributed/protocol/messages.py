@@ -26,10 +26,11 @@ MAX_FILES = 100_000
 MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
-_OPTIONAL = {"compression", "metrics", "settings"}  # fields a message may leave out
+_OPTIONAL = {"compression", "metrics", "settings", "feeds"}  # fields a message may leave out
 # Fields added since the version was last raised: left out of a message while empty, so a peer
 # that predates them still reads the messages that do not use them (and refuses the others).
-_LEFT_OUT_WHEN_EMPTY = {"settings"}
+_LEFT_OUT_WHEN_EMPTY = {"settings", "feeds"}
+_FEED_TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
 
 class ProtocolError(ValueError):
@@ -127,6 +128,22 @@ class TaskInput:
 
 
 @dataclass(frozen=True)
+class FeedTask:
+    """A work-unit feed scan of a task: the marker standing for it in the task's plan, the
+    scan to put back there, and where and how the task gets and reads its units: from the
+    coordinator's feed service at `url`, asking as attempt `token` for scan `scan_id`, with
+    `partitions` units at once, each read by `reader` (a cloudpickled FeedReader)."""
+
+    marker: bytes
+    scan: bytes
+    scan_id: int
+    url: str
+    token: str
+    reader: bytes
+    partitions: int
+
+
+@dataclass(frozen=True)
 class RunTask:
     """Run task `task` of stage `stage` of query `query_id` and keep its outputs in the spool."""
 
@@ -140,6 +157,7 @@ class RunTask:
     compression: str | None = "lz4"
     # the user's DataFusion settings the task runs with (see execution_plans.session_settings)
     settings: TaskSettings = ()
+    feeds: tuple[FeedTask, ...] = ()  # the task's work-unit feed scans
 
     @property
     def key(self) -> TaskKey:
@@ -293,6 +311,21 @@ def _settings(value: Any) -> TaskSettings:
         raise ProtocolError(f"settings: {exc}") from exc
 
 
+def _feed_task(raw: Any) -> FeedTask:
+    _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(FeedTask)}, "bad feed task")
+    token = raw["token"]
+    _check(isinstance(token, str) and bool(_FEED_TOKEN.match(token)), "feed token must be 32 hex digits")
+    return FeedTask(
+        marker=_bytes(raw["marker"], "marker", 1024),
+        scan=_bytes(raw["scan"], "scan"),
+        scan_id=_int(raw["scan_id"], "scan_id", high=1 << 20),
+        url=_url(raw["url"], "feed url"),
+        token=token,
+        reader=_bytes(raw["reader"], "reader"),
+        partitions=_int(raw["partitions"], "partitions", low=1, high=1024),
+    )
+
+
 def decode_run_task(data: bytes) -> RunTask:
     """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
@@ -307,6 +340,7 @@ def decode_run_task(data: bytes) -> RunTask:
         worker=_url(body["worker"], "worker"),
         compression=compression,
         settings=_settings(body.get("settings", [])),
+        feeds=tuple(_feed_task(f) for f in _list(body.get("feeds", []), "feeds", 64)),
     )
 
 
