@@ -6,9 +6,10 @@ from .coordinator.cancellation import QueryCancelled, QueryTimedOut
 from .coordinator.config import DistributedConfig
 from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
-from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
+from .coordinator.errors import ContextClosed, FeedFailed, QueryFailed, ResultStreamLost
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import EnvResolver, StaticResolver, WorkerResolver
+from .work_unit_feed import WorkUnitFeed, read_units
 from .worker.flight_worker import FlightWorker
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "DistributedDataFrame",
     "EmbeddedCluster",
     "EnvResolver",
+    "FeedFailed",
     "FlightWorker",
     "LocalCluster",
     "QueryCancelled",
@@ -28,6 +30,8 @@ __all__ = [
     "WorkerError",
     "WorkerResolver",
     "WorkerTimeout",
+    "WorkUnitFeed",
     "WorkerUnreachable",
     "__version__",
+    "read_units",
 ]

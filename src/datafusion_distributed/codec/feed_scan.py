@@ -1,10 +1,13 @@
 """Feed scans inside plan bytes: the Arrow scan a work-unit feed's table plans as.
 
-A feed is registered as an Arrow IPC table over one empty file whose name carries the feed's
-id and the tasks it asks for (`feed_file_name`), in a folder named after the feed's table. DataFusion plans filters, projections and
-limits over that scan as over any file; the planner recognises it by the file's name
-(`feed_scan_ref`), and a task replaces its files with those it wrote from the units it read.
-The empty file is what a plan run without the feed reads: no rows, never a wrong schema.
+A feed is registered as an Arrow IPC table over a folder of empty files (`feed_folder_name`:
+the folder's name carries the feed's id and the tasks it asks for; the folder above it is
+named after the feed's table). DataFusion plans filters, projections and limits over that
+scan as over any files, and gives it as many partitions as it would a table of that many
+files; the planner recognises it by its files' folder (`feed_scan_ref`) and shares its
+partitions out to tasks like a file scan's. A task replaces its share of the files with files
+it wrote from the units it read, one per partition. The empty files are what a plan run
+without the feed reads: no rows, never a wrong schema.
 """
 
 from __future__ import annotations
@@ -16,24 +19,31 @@ from .scan import file_groups, scan_kind
 from .wire import WireError
 
 FEED_FILE_PREFIX = "datafusion-distributed-feed-"
-_FEED_FILE = re.compile(re.escape(FEED_FILE_PREFIX) + r"([0-9a-f]{32})-tasks-(\d{1,6})\.arrow$")
+_FEED_FILE = re.compile(re.escape(FEED_FILE_PREFIX) + r"([0-9a-f]{32})-tasks-(\d{1,6})/part-\d{1,6}\.arrow$")
 
 
 @dataclass(frozen=True)
 class FeedScanRef:
     """The feed a scan reads: its id, the tasks it asks for (0: as many as the planner's
-    task-count handlers choose), and its name (for display)."""
+    task-count handlers choose), its table's name (for display), and the partitions
+    DataFusion planned the scan with."""
 
     feed_id: str
     tasks: int
-    name: str = ""
+    name: str
+    partitions: int
 
 
-def feed_file_name(feed_id: str, tasks: int) -> str:
-    """The name of the empty Arrow file a feed's table is registered over."""
+def feed_folder_name(feed_id: str, tasks: int) -> str:
+    """The name of the folder of empty Arrow files a feed's table is registered over."""
     if not re.fullmatch(r"[0-9a-f]{32}", feed_id):
         raise ValueError(f"a feed id is 32 lowercase hex digits, got {feed_id!r}")
-    return f"{FEED_FILE_PREFIX}{feed_id}-tasks-{tasks}.arrow"
+    return f"{FEED_FILE_PREFIX}{feed_id}-tasks-{tasks}"
+
+
+def feed_file_name(index: int) -> str:
+    """The name of file `index` in a feed's folder."""
+    return f"part-{index}.arrow"
 
 
 def feed_scan_ref(node: bytes) -> FeedScanRef | None:
@@ -41,13 +51,14 @@ def feed_scan_ref(node: bytes) -> FeedScanRef | None:
     if scan_kind(node) != "arrow":
         return None
     try:
-        files = [f for group in file_groups(node) for f in group]
+        groups = file_groups(node)
     except WireError:
         return None
-    if len(files) != 1:
+    matches = [_FEED_FILE.search(f.path) for group in groups for f in group]
+    if not matches or any(m is None for m in matches):
         return None
-    match = _FEED_FILE.search(files[0].path)
-    if match is None:
-        return None
-    folder = files[0].path[: match.start()].rstrip("/")
-    return FeedScanRef(match.group(1), int(match.group(2)), folder.rsplit("/", 1)[-1])
+    if len({m.group(1) for m in matches}) != 1:
+        return None  # never made by a registration: one feed's table is one folder
+    first = matches[0]
+    folder = first.string[: first.start()].rstrip("/")
+    return FeedScanRef(first.group(1), int(first.group(2)), folder.rsplit("/", 1)[-1], len(groups))

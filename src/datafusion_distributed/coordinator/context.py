@@ -419,7 +419,6 @@ class DistributedContext:
         schema: pa.Schema,
         *,
         tasks: int | None = None,
-        partitions: int = 1,
     ) -> WorkUnitFeed:
         """Register `name` as a table whose rows come from work units discovered while a
         query runs (object keys listed page by page, a paginated API, offset ranges, ...).
@@ -430,7 +429,8 @@ class DistributedContext:
         `read(unit)` returns that unit's rows (a pyarrow RecordBatch, Table, RecordBatchReader
         or an iterable of them, columns by name cast to `schema`); it runs on the workers,
         pickled like Python UDFs. `tasks` tasks read the table (default: the task-count
-        handlers choose, one per worker by default), each reading `partitions` units at once.
+        handlers choose, one per worker by default), each reading as many units at once as it
+        has partitions of the table's scan (`partitions_per_task` by default).
         Every unit is read once per scan of the table in a successful query, also when a
         worker is lost. The table is registered on the wrapped context (as an empty Arrow table
         with the feed's schema: a query of the plain SessionContext reads no row of it).
@@ -447,7 +447,7 @@ class DistributedContext:
             >>> dctx.sql("SELECT sum(square) AS s FROM squares").to_pylist()
             [{'s': 14}]
         """
-        feed = WorkUnitFeed(name, provider, read, schema, tasks=tasks, partitions=partitions)
+        feed = WorkUnitFeed(name, provider, read, schema, tasks=tasks)
         path = self.feeds.add(feed)
         if self.ctx.table_exist(name):
             self.ctx.deregister_table(name)

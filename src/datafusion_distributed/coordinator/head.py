@@ -87,7 +87,7 @@ class HeadStage:
                 scan.scan,
                 scan.scan_id,
                 run.feeds.feed_of(scan.scan_id).reader,
-                run.feeds.feed_of(scan.scan_id).partitions,
+                scan.partitions,  # the head runs a stage as its only task
                 LocalUnits(run.feeds, token, scan.scan_id),
             )
             for scan in final.feeds

@@ -165,13 +165,20 @@ class QueryRun:
             return ()
         token = self.feeds.begin(stage.id, task.index)
         url = self.feed_service.url
+        count = len(self.tasks_of(stage))
         tasks = []
         for scan in stage.feeds:
             feed = self.feeds.feed_of(scan.scan_id)
             if feed.id not in self._readers:
-                self._readers[feed.id] = cloudpickle.dumps(feed.reader)
+                try:
+                    self._readers[feed.id] = cloudpickle.dumps(feed.reader)
+                except Exception as exc:  # pickling raises anything its objects raise
+                    raise QueryFailed(
+                        f"the reader of feed {feed.name!r} cannot be pickled to travel to the workers: {exc}"
+                    ) from exc
             reader = self._readers[feed.id]
-            tasks.append(FeedTask(scan.marker, scan.scan, scan.scan_id, url, token, reader, feed.partitions))
+            partitions = scan.task_partitions(task.index, count)
+            tasks.append(FeedTask(scan.marker, scan.scan, scan.scan_id, url, token, reader, partitions))
         return tuple(tasks)
 
     def _submit(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> Future:
@@ -247,10 +254,12 @@ class QueryRun:
                     except WORKER_ERRORS as exc:
                         running[self._retry_task(stage, index, worker, exc, attempts)] = (stage, index)
                         continue
+                    units = 0
                     if stage.feeds:
                         self.feeds.commit(stage.id, index)  # its units are its own from now on
+                        units = self.feeds.units_per_task(stage.id).get(index, 0)
                     partial[stage.id][index] = result = self.events.task_finished(
-                        stage.id, index, worker, attempts.get((stage.id, index), 0), result
+                        stage.id, index, worker, attempts.get((stage.id, index), 0), result, units
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])

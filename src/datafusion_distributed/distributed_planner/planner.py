@@ -176,10 +176,12 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
         _assign_task_counts(edge.fragment, config, handlers)
     split_scans = [scan for scan, whole in fragment.scans if not whole]
     split_edges = [edge for edge in fragment.edges if not edge.whole]
-    # a feed's units are handed to its tasks as they ask: any number of tasks can share them
-    feed_tasks = tuple(feed_scan_ref(feed.raw).tasks for feed, whole in fragment.feeds if not whole)
+    # a feed scan's partitions are shared out like a file scan's; its units go to whichever
+    # of those partitions asks first
+    split_feeds = [feed for feed, whole in fragment.feeds if not whole]
+    feed_tasks = tuple(feed_scan_ref(feed.raw).tasks for feed in split_feeds)
     units = [scan.partitions for scan in split_scans] + [_edge_units(e) for e in split_edges]
-    units += [tasks or config.task_cap for tasks in feed_tasks]
+    units += [feed.partitions for feed in split_feeds]
     if fragment.hazards:
         fragment.tasks, fragment.reason = 1, fragment.hazards[0]
         return
@@ -365,7 +367,9 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
     for node, whole in _stage_feeds(fragment):
         scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
         ref = feed_scan_ref(node.raw)
-        feeds.append(FeedScan(feed_marker(scan_id), node.raw, ref.feed_id, scan_id, whole, ref.name))
+        feeds.append(
+            FeedScan(feed_marker(scan_id), node.raw, ref.feed_id, scan_id, whole, ref.name, ref.partitions)
+        )
         markers[id(node)] = feeds[-1].marker
     plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
     local_nodes = list(_stage_nodes(fragment.root, set(markers)))

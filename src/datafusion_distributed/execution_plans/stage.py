@@ -89,6 +89,17 @@ class FeedScan:
     scan_id: int
     whole: bool = False
     name: str = ""  # the feed's table, for display
+    partitions: int = 1  # the partitions DataFusion planned the scan with
+
+    def task_partitions(self, task: int, tasks: int) -> int:
+        """The partitions of the scan task `task` of `tasks` reads, as the planner shares out
+        a file scan's (contiguous chunks; all of them when the scan is read whole): a task
+        reads as many units at once, one file each, so every node above sees the
+        partitions it was planned over."""
+        if self.whole or tasks <= 1:
+            return self.partitions
+        n = self.partitions
+        return max(1, n * (task + 1) // tasks - n * task // tasks)
 
     def describe(self) -> str:
         """How explain() names the feed scan and how its tasks read it."""

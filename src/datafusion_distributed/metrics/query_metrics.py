@@ -16,7 +16,8 @@ class TaskReport:
     """One finished task, as the coordinator saw it.
 
     `rows`, `bytes` and `partitions` are what it wrote (per output partition: rows, bytes);
-    for the head stage, the rows it returned and no bytes."""
+    for the head stage, the rows it returned and no bytes. `feed_units`: the work units of
+    feeds it read."""
 
     stage: int
     task: int
@@ -26,6 +27,7 @@ class TaskReport:
     bytes: int
     partitions: tuple[tuple[int, int], ...]
     metrics: TaskMetrics | None
+    feed_units: int = 0
 
     @property
     def wall_seconds(self) -> float:

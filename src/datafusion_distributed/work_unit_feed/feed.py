@@ -93,8 +93,10 @@ class WorkUnitFeed:
         schema: the table's schema.
         tasks: how many tasks read the feed (None: as the planner's task-count handlers
             choose; by default one per worker).
-        partitions: how many units a task reads at once (one thread each); a task asks for
-            its next unit when it has read one, so it never holds more than this many.
+
+    A task reads as many units at once as it has partitions of the feed's scan (one thread
+    each; `partitions_per_task` by default) and asks for a unit when it has read one, so it
+    never holds more than that many.
     """
 
     def __init__(
@@ -105,7 +107,6 @@ class WorkUnitFeed:
         schema: pa.Schema,
         *,
         tasks: int | None = None,
-        partitions: int = 1,
     ):
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
@@ -117,8 +118,6 @@ class WorkUnitFeed:
             raise TypeError("read must be a function of one unit")
         if tasks is not None and not 1 <= tasks <= 100_000:
             raise ValueError(f"tasks must be None or between 1 and 100000, got {tasks}")
-        if not 1 <= partitions <= 1024:
-            raise ValueError(f"partitions must be between 1 and 1024, got {partitions}")
         if not (callable(provider) or isinstance(provider, Iterable) or hasattr(provider, "__aiter__")):
             raise TypeError(
                 "provider must be an iterable or async iterable of units, or a function returning one"
@@ -128,13 +127,12 @@ class WorkUnitFeed:
         self.read = read
         self.schema = pa.schema(list(schema))  # no metadata: the table's files carry none
         self.tasks = tasks
-        self.partitions = partitions
         self.id = uuid.uuid4().hex
         self._used = False  # a one-shot iterator given as the provider was read by a query
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"WorkUnitFeed({self.name!r}, tasks={self.tasks}, partitions={self.partitions})"
+        return f"WorkUnitFeed({self.name!r}, tasks={self.tasks})"
 
     @property
     def reader(self) -> FeedReader:

@@ -15,12 +15,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..codec.feed_scan import feed_file_name
+from ..codec.feed_scan import feed_file_name, feed_folder_name
 from ..execution_plans.stage import FeedScan
 from .dispatch import FeedRun
 from .errors import FeedError
 from .feed import WorkUnitFeed
 from .server import FeedServer
+
+# Files of a feed's table: DataFusion plans its scan with at most this many partitions (and
+# at most `target_partitions`, the cluster's partitions).
+TABLE_FILES = 64
 
 
 class FeedService:
@@ -42,19 +46,21 @@ class FeedService:
         self._lock = threading.Lock()
 
     def add(self, feed: WorkUnitFeed) -> str:
-        """Keep `feed`; returns the path of the empty Arrow file its table is registered over
-        (its name tells the planner which feed a scan reads)."""
+        """Keep `feed`; returns the folder of empty Arrow files its table is registered over
+        (its name tells the planner which feed a scan reads; DataFusion plans the scan with
+        as many partitions as it would give that many files)."""
         with self._lock:
             if self._folder is None:
                 self._folder = tempfile.mkdtemp(prefix="datafusion-distributed-feeds-")
                 atexit.register(functools.partial(shutil.rmtree, self._folder, ignore_errors=True))
             self._feeds[feed.id] = feed
-            folder = os.path.join(self._folder, re.sub(r"[^A-Za-z0-9_.-]", "_", feed.name)[:64] or "feed")
-            os.makedirs(folder, exist_ok=True)  # named after the table: explain() shows it
-            path = os.path.join(folder, feed_file_name(feed.id, feed.tasks or 0))
-        with pa.ipc.new_file(path, feed.schema):
-            pass  # no batch: a plan run without the feed reads no row, in the feed's schema
-        return path
+            table = re.sub(r"[^A-Za-z0-9_.-]", "_", feed.name)[:64] or "feed"  # explain() shows it
+            folder = os.path.join(self._folder, table, feed_folder_name(feed.id, feed.tasks or 0))
+        os.makedirs(folder)
+        for index in range(TABLE_FILES):
+            with pa.ipc.new_file(os.path.join(folder, feed_file_name(index)), feed.schema):
+                pass  # no batch: a plan run without the feed reads no row, in the feed's schema
+        return folder + os.sep
 
     def feed(self, feed_id: str) -> WorkUnitFeed | None:
         """The feed with id `feed_id`, if it was registered here."""
