@@ -378,7 +378,12 @@ class QueryRun:
             return
         if self.feed_service is None:
             raise QueryFailed("the plan reads a work-unit feed, but the run was given no feed service")
-        self.feeds = self.feed_service.start(self.query_id, self.plan.feeds, serve=self.plan.is_distributed)
+        try:
+            self.feeds = self.feed_service.start(
+                self.query_id, self.plan.feeds, serve=self.plan.is_distributed
+            )
+        except LookupError as exc:
+            raise QueryFailed(str(exc)) from exc
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()

@@ -18,7 +18,6 @@ import pyarrow as pa
 from ..codec.feed_scan import feed_file_name, feed_folder_name
 from ..execution_plans.stage import FeedScan
 from .dispatch import FeedRun
-from .errors import FeedError
 from .feed import WorkUnitFeed
 from .server import FeedServer
 
@@ -79,19 +78,16 @@ class FeedService:
         """The units of query `query_id`'s feed scans, served to workers when `serve`.
 
         Raises:
-            FeedError: a scan reads a feed this context does not know (registered on another
+            LookupError: a scan reads a feed this context does not know (registered on another
                 DistributedContext).
         """
         feeds = {}
         for scan in scans:
             feed = self.feed(scan.feed_id)
             if feed is None:
-                raise FeedError(
-                    "?",
-                    "provider",
-                    None,
-                    f"the query reads a feed table registered by another DistributedContext ({scan.feed_id}); "
-                    "register it on this one",
+                raise LookupError(
+                    f"the query reads the feed table {scan.name!r} registered by another DistributedContext; "
+                    "register the feed on this one"
                 )
             feeds[scan.feed_id] = feed
         run = FeedRun(query_id, feeds, scans)
