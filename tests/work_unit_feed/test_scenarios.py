@@ -158,3 +158,35 @@ def test_a_reader_that_cannot_travel(setup):
     dctx.register_feed("locked", [1], lambda u: (lock, read_event_unit(u))[1], EVENTS)
     with pytest.raises(QueryFailed, match="reader of feed 'locked' cannot be pickled"):
         dctx.sql("SELECT count(*) FROM locked").collect()
+
+
+ASKED: list[tuple[str, ...]] = []  # the columns each call of the projecting reader was given
+
+
+def read_columns(unit: int, columns: list[str]) -> pa.Table:
+    """A reader that returns only the columns the query reads."""
+    ASKED.append(tuple(columns))
+    return read_event_unit(unit).select(columns)
+
+
+@pytest.mark.parametrize(
+    "sql, columns",
+    [
+        ("SELECT k, v FROM projected WHERE v > 3", {"k", "v"}),
+        ("SELECT tag, count(*) AS n FROM projected GROUP BY tag", {"tag"}),
+        ("SELECT count(*) AS n FROM projected", None),
+        ("SELECT * FROM projected", {"unit", "k", "v", "tag"}),
+        ("SELECT a.k, b.tag FROM projected a JOIN projected b ON a.k = b.k", None),
+    ],
+    ids=["two", "cast", "count", "all", "self-join"],
+)
+def test_a_reader_given_the_columns_the_query_reads(setup, sql, columns):
+    dctx, _ = setup
+    feed = dctx.register_feed("projected", events_provider_list(16), read_columns, EVENTS)
+    single = oracle([feed])  # read_units asks for every column
+    ASKED.clear()
+    check(dctx, single, sql)
+    asked = [set(c) for c in ASKED]
+    assert asked and all(c <= set(EVENTS.names) for c in asked)
+    if columns is not None:
+        assert all(c == columns for c in asked), asked

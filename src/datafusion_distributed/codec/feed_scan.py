@@ -46,6 +46,42 @@ def feed_file_name(index: int) -> str:
     return f"part-{index}.arrow"
 
 
+def projected_columns(line: str) -> tuple[str, ...] | None:
+    """The table columns a scan's projection reads, from the scan's display line
+    (`projection=[k, CAST(tag@3 AS Utf8View) as tag]` reads k and tag); None when the scan
+    shows no projection or one this cannot read (then every column is read)."""
+    start = line.find("projection=[")
+    if start < 0:
+        return None
+    depth, position = 0, start + len("projection=[")
+    items, current = [], ""
+    for char in line[position:]:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if char == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += char
+    else:
+        return None  # no closing bracket: the line was cut
+    items.append(current.strip())
+    columns: list[str] = []
+    for item in filter(None, items):
+        references = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)@\d+", item)
+        if references:
+            columns.extend(references)
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", item):
+            columns.append(item)
+        else:
+            return None
+    return tuple(dict.fromkeys(columns))
+
+
 def feed_scan_ref(node: bytes) -> FeedScanRef | None:
     """The feed `node` scans, or None when it is another node (or bytes we cannot read)."""
     if scan_kind(node) != "arrow":

@@ -89,6 +89,7 @@ class HeadStage:
                 run.feeds.feed_of(scan.scan_id).reader,
                 scan.partitions,  # the head runs a stage as its only task
                 LocalUnits(run.feeds, token, scan.scan_id),
+                scan.columns,
             )
             for scan in final.feeds
         ]

@@ -178,7 +178,9 @@ class QueryRun:
                     ) from exc
             reader = self._readers[feed.id]
             partitions = scan.task_partitions(task.index, count)
-            tasks.append(FeedTask(scan.marker, scan.scan, scan.scan_id, url, token, reader, partitions))
+            tasks.append(
+                FeedTask(scan.marker, scan.scan, scan.scan_id, url, token, reader, partitions, scan.columns)
+            )
         return tuple(tasks)
 
     def _submit(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> Future:

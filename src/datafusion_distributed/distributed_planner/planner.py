@@ -21,7 +21,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
-from ..codec.feed_scan import feed_scan_ref
+from ..codec.feed_scan import feed_scan_ref, projected_columns
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.memory import MemoryScan, memory_scan
@@ -368,7 +368,16 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
         scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
         ref = feed_scan_ref(node.raw)
         feeds.append(
-            FeedScan(feed_marker(scan_id), node.raw, ref.feed_id, scan_id, whole, ref.name, ref.partitions)
+            FeedScan(
+                feed_marker(scan_id),
+                node.raw,
+                ref.feed_id,
+                scan_id,
+                whole,
+                ref.name,
+                ref.partitions,
+                projected_columns(node.line),
+            )
         )
         markers[id(node)] = feeds[-1].marker
     plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)

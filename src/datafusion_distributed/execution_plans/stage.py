@@ -90,6 +90,7 @@ class FeedScan:
     whole: bool = False
     name: str = ""  # the feed's table, for display
     partitions: int = 1  # the partitions DataFusion planned the scan with
+    columns: tuple[str, ...] | None = None  # the columns its projection reads (None: all)
 
     def task_partitions(self, task: int, tasks: int) -> int:
         """The partitions of the scan task `task` of `tasks` reads, as the planner shares out

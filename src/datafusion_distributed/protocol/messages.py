@@ -141,6 +141,7 @@ class FeedTask:
     token: str
     reader: bytes
     partitions: int
+    columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
 
 
 @dataclass(frozen=True)
@@ -313,6 +314,13 @@ def _settings(value: Any) -> TaskSettings:
 
 def _feed_task(raw: Any) -> FeedTask:
     _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(FeedTask)}, "bad feed task")
+    columns = raw["columns"]
+    if columns is not None:
+        _check(
+            isinstance(columns, list) and len(columns) <= 10_000 and all(isinstance(c, str) for c in columns),
+            "feed columns must be null or a list of names",
+        )
+        columns = tuple(columns)
     token = raw["token"]
     _check(isinstance(token, str) and bool(_FEED_TOKEN.match(token)), "feed token must be 32 hex digits")
     return FeedTask(
@@ -323,6 +331,7 @@ def _feed_task(raw: Any) -> FeedTask:
         token=token,
         reader=_bytes(raw["reader"], "reader"),
         partitions=_int(raw["partitions"], "partitions", low=1, high=1024),
+        columns=columns,
     )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +22,9 @@ import pyarrow as pa
 from .errors import FeedError, short_repr
 
 Provider = Any  # an iterable or async iterable of units, or a function returning one
-Reader = Callable[[Any], Any]  # a unit -> a RecordBatch, a Table, a RecordBatchReader or an iterable of them
+# a unit (and, if it takes them, the `columns` a query reads) -> a RecordBatch, a Table,
+# a RecordBatchReader or an iterable of them
+Reader = Callable[..., Any]
 
 
 class FeedReader:
@@ -33,14 +36,32 @@ class FeedReader:
         self.read = read
         self.schema = schema
 
-    def batches(self, unit: Any) -> Iterator[pa.RecordBatch]:
-        """The batches of `unit`, with the feed's schema (columns taken by name, cast to its
-        types). Raises FeedError naming the unit when the reader fails or returns something
-        else than record batches of the feed's columns."""
+    def _takes_columns(self) -> bool:
+        """Whether the reader takes a `columns` keyword (the columns a query reads)."""
         try:
-            for batch in _as_batches(self.read(unit)):
+            parameters = inspect.signature(self.read).parameters.values()
+        except (TypeError, ValueError):  # a builtin without a signature
+            return False
+        return any(p.name == "columns" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+    def batches(self, unit: Any, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The batches of `unit`, with the feed's schema (columns taken by name, cast to its
+        types). `columns` are those the query reads (None: all): a reader taking a `columns`
+        keyword is given them, and may leave the others out (they are filled with nulls, which
+        the query never reads). Raises FeedError naming the unit when the reader fails or
+        returns something else than record batches of the feed's columns."""
+        if columns is not None and not set(columns) <= set(self.schema.names):
+            columns = None  # a projection this side cannot read: every column, as asked for
+        if columns is not None and not columns:
+            columns = self.schema.names[:1]  # rows without columns: one column keeps their count
+        wanted = None
+        if self._takes_columns():  # told every column when the query reads them all
+            wanted = list(self.schema.names) if columns is None else list(columns)
+        try:
+            result = self.read(unit) if wanted is None else self.read(unit, columns=wanted)
+            for batch in _as_batches(result):
                 if batch.num_rows:
-                    yield conform(batch, self.schema)
+                    yield conform(batch, self.schema, wanted)
         except FeedError:
             raise
         except Exception as exc:
@@ -66,17 +87,23 @@ def _as_batches(result: Any) -> Iterator[pa.RecordBatch]:
         )
 
 
-def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """`batch` with exactly the columns of `schema`, found by name and cast to its types."""
+def conform(batch: pa.RecordBatch, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+    """`batch` with exactly the columns of `schema`, found by name and cast to its types;
+    when only `columns` were asked for, the others it lacks are nulls."""
     if batch.schema.equals(schema):
         return batch
-    missing = [name for name in schema.names if name not in batch.schema.names]
+    names = batch.schema.names
+    needed = schema.names if columns is None else columns
+    missing = [name for name in needed if name not in names]
     if missing:
-        raise ValueError(
-            f"the reader's batch has no column {', '.join(map(repr, missing))} (it has {batch.schema.names})"
-        )
-    columns = [batch.column(field.name).cast(field.type) for field in schema]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        raise ValueError(f"the reader's batch has no column {', '.join(map(repr, missing))} (it has {names})")
+    arrays = [
+        batch.column(field.name).cast(field.type)
+        if field.name in names
+        else pa.nulls(batch.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 class WorkUnitFeed:
@@ -89,7 +116,9 @@ class WorkUnitFeed:
             generator object can be read by one query only).
         read: a function of one unit returning its rows as a pyarrow RecordBatch, Table,
             RecordBatchReader, or an iterable of them (columns by name, cast to `schema`). It
-            runs on the workers, pickled with cloudpickle like Python UDFs.
+            runs on the workers, pickled with cloudpickle like Python UDFs. If it takes a
+            `columns` keyword it is given the columns the query reads, and may return only
+            those.
         schema: the table's schema.
         tasks: how many tasks read the feed (None: as the planner's task-count handlers
             choose; by default one per worker).

@@ -48,6 +48,7 @@ class FeedToRead:
     reader: FeedReader
     partitions: int
     source: UnitSource
+    columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class _OtherPartitionFailed(RuntimeError):
 def _read_unit(feed: FeedToRead, unit: Unit):
     try:
         value = pickle.loads(unit.payload)
-        yield from feed.reader.batches(value)
+        yield from feed.reader.batches(value, feed.columns)
     except FeedError as exc:
         feed.source.unit_failed(unit.index, exc.detail)
         raise

@@ -385,7 +385,9 @@ class FlightWorker(flight.FlightServerBase):
         ]
         try:
             feeds = [
-                FeedToRead(f.marker, f.scan, f.scan_id, pickle.loads(f.reader), f.partitions, source)
+                FeedToRead(
+                    f.marker, f.scan, f.scan_id, pickle.loads(f.reader), f.partitions, source, f.columns
+                )
                 for f, source in zip(message.feeds, sources, strict=True)
             ]
             return read_feeds(
