@@ -6,7 +6,8 @@
 1. **Files** (`files`): TPC-H `lineitem` read two ways on one cluster, interleaved: registered
    as Parquet (the planner splits its file groups across tasks), and as a feed whose units are
    the files' row groups (`(path, row group)`, listed when the query runs; the reader reads one
-   with pyarrow). Both answers are checked against single-node DataFusion.
+   with pyarrow, only the columns the query reads). Both answers are checked against
+   single-node DataFusion.
 2. **Balance** (`balance`): `--units` units of `--unit-seconds` each (a remote call's
    latency, slept), one of them 10x longer. Read as a feed, units go to whichever task
    partition asks; read statically, the same units are files of a Parquet table split into

@@ -82,6 +82,17 @@ def projected_columns(line: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(columns))
 
 
+def is_plain_projection(line: str) -> bool:
+    """Whether a scan, by its display line, only picks table columns by name (no expression,
+    no limit): a scan of just those columns, in that order, then outputs the same."""
+    columns = projected_columns(line)
+    if not columns or "limit=" in line or "fetch=" in line:
+        return False
+    start = line.find("projection=[") + len("projection=[")
+    shown = line[start : line.find("]", start)]
+    return [item.strip() for item in shown.split(",")] == list(columns)
+
+
 def feed_scan_ref(node: bytes) -> FeedScanRef | None:
     """The feed `node` scans, or None when it is another node (or bytes we cannot read)."""
     if scan_kind(node) != "arrow":

@@ -90,6 +90,7 @@ class HeadStage:
                 scan.partitions,  # the head runs a stage as its only task
                 LocalUnits(run.feeds, token, scan.scan_id),
                 scan.columns,
+                scan.plain,
             )
             for scan in final.feeds
         ]

@@ -179,7 +179,17 @@ class QueryRun:
             reader = self._readers[feed.id]
             partitions = scan.task_partitions(task.index, count)
             tasks.append(
-                FeedTask(scan.marker, scan.scan, scan.scan_id, url, token, reader, partitions, scan.columns)
+                FeedTask(
+                    scan.marker,
+                    scan.scan,
+                    scan.scan_id,
+                    url,
+                    token,
+                    reader,
+                    partitions,
+                    scan.columns,
+                    scan.plain,
+                )
             )
         return tuple(tasks)
 

@@ -21,7 +21,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
-from ..codec.feed_scan import feed_scan_ref, projected_columns
+from ..codec.feed_scan import feed_scan_ref, is_plain_projection, projected_columns
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.memory import MemoryScan, memory_scan
@@ -377,6 +377,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
                 ref.name,
                 ref.partitions,
                 projected_columns(node.line),
+                is_plain_projection(node.line),
             )
         )
         markers[id(node)] = feeds[-1].marker

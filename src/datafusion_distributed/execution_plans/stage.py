@@ -91,6 +91,7 @@ class FeedScan:
     name: str = ""  # the feed's table, for display
     partitions: int = 1  # the partitions DataFusion planned the scan with
     columns: tuple[str, ...] | None = None  # the columns its projection reads (None: all)
+    plain: bool = False  # its projection only picks `columns`, in order (see `is_plain_projection`)
 
     def task_partitions(self, task: int, tasks: int) -> int:
         """The partitions of the scan task `task` of `tasks` reads, as the planner shares out

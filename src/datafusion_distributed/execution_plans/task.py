@@ -126,6 +126,11 @@ def _arrow_scan_template(schema: pa.Schema) -> bytes:
     return template
 
 
+def arrow_scan(schema: pa.Schema, groups: Sequence[Sequence[ScannedFile]]) -> bytes:
+    """Plan bytes of an Arrow IPC scan of `groups` (one partition each), whose files hold `schema`."""
+    return with_file_groups(_arrow_scan_template(schema), [list(g) for g in groups])
+
+
 def input_leaf(resolved: ResolvedInput) -> bytes:
     """The plan bytes that replace an input marker in a task's plan."""
     where = resolved.where

@@ -142,6 +142,7 @@ class FeedTask:
     reader: bytes
     partitions: int
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
+    plain: bool = False  # the scan only picks `columns`: a scan of just them can replace it
 
 
 @dataclass(frozen=True)
@@ -332,6 +333,7 @@ def _feed_task(raw: Any) -> FeedTask:
         reader=_bytes(raw["reader"], "reader"),
         partitions=_int(raw["partitions"], "partitions", low=1, high=1024),
         columns=columns,
+        plain=raw["plain"] is True,
     )
 
 

@@ -44,12 +44,15 @@ class FeedReader:
             return False
         return any(p.name == "columns" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
-    def batches(self, unit: Any, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """The batches of `unit`, with the feed's schema (columns taken by name, cast to its
-        types). `columns` are those the query reads (None: all): a reader taking a `columns`
-        keyword is given them, and may leave the others out (they are filled with nulls, which
-        the query never reads). Raises FeedError naming the unit when the reader fails or
-        returns something else than record batches of the feed's columns."""
+    def batches(
+        self, unit: Any, columns: Sequence[str] | None = None, schema: pa.Schema | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The batches of `unit`, with the feed's schema, or `schema` (some of its columns)
+        when given (columns taken by name, cast to its types). `columns` are those the query
+        reads (None: all): a reader taking a `columns` keyword is given them, and may leave the
+        others out (they are filled with nulls, which the query never reads). Raises FeedError
+        naming the unit when the reader fails or returns something else than record batches
+        of the feed's columns."""
         if columns is not None and not set(columns) <= set(self.schema.names):
             columns = None  # a projection this side cannot read: every column, as asked for
         if columns is not None and not columns:
@@ -61,7 +64,11 @@ class FeedReader:
             result = self.read(unit) if wanted is None else self.read(unit, columns=wanted)
             for batch in _as_batches(result):
                 if batch.num_rows:
-                    yield conform(batch, self.schema, wanted)
+                    yield (
+                        conform(batch, schema, None)
+                        if schema is not None
+                        else conform(batch, self.schema, wanted)
+                    )
         except FeedError:
             raise
         except Exception as exc:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..codec import with_file_groups
 from ..common.threads import map_concurrently
-from ..execution_plans.task import local_file
+from ..execution_plans.task import arrow_scan, local_file
 from .dispatch import FeedRun, Unit
 from .errors import FeedError
 from .feed import FeedReader
@@ -49,6 +49,16 @@ class FeedToRead:
     partitions: int
     source: UnitSource
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
+    plain: bool = False  # the scan only picks `columns`: the files need hold only those
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The schema of the files the task writes: only the columns the scan reads when it
+        merely picks them (the task then scans just those), else the feed's."""
+        schema = self.reader.schema
+        if self.plain and self.columns and set(self.columns) <= set(schema.names):
+            return pa.schema([schema.field(name) for name in self.columns])
+        return schema
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,8 @@ def read_feed(
     docstring); `check` is called between batches (it raises to stop), `on_write(n)` told of
     each batch's bytes. Raises FeedError naming the unit a reader failed on."""
     os.makedirs(folder, exist_ok=True)
-    schema = feed.reader.schema
+    schema = feed.file_schema
+    narrow = schema is not feed.reader.schema
     failed = threading.Event()
 
     def checked() -> None:
@@ -90,7 +101,7 @@ def read_feed(
                     if unit is None:
                         break
                     units += 1
-                    for batch in _read_unit(feed, unit):
+                    for batch in _read_unit(feed, unit, schema if narrow else None):
                         checked()
                         if on_write is not None:
                             on_write(batch.nbytes)
@@ -106,9 +117,11 @@ def read_feed(
     if errors:
         raise next((e for e in errors if not isinstance(e, _OtherPartitionFailed)), errors[0])
     groups = [[local_file(path)] for path, _, _ in done]
+    # a narrow file is scanned alone; otherwise the planned scan, with its projection, reads it
+    leaf = arrow_scan(schema, groups) if narrow else with_file_groups(feed.scan, groups)
     return FeedLeaf(
         feed.marker,
-        with_file_groups(feed.scan, groups),
+        leaf,
         sum(units for _, units, _ in done),
         sum(rows for _, _, rows in done),
     )
@@ -118,10 +131,10 @@ class _OtherPartitionFailed(RuntimeError):
     """A partition stopped because another partition of the scan failed."""
 
 
-def _read_unit(feed: FeedToRead, unit: Unit):
+def _read_unit(feed: FeedToRead, unit: Unit, narrow: pa.Schema | None):
     try:
         value = pickle.loads(unit.payload)
-        yield from feed.reader.batches(value, feed.columns)
+        yield from feed.reader.batches(value, feed.columns, narrow)
     except FeedError as exc:
         feed.source.unit_failed(unit.index, exc.detail)
         raise

@@ -386,7 +386,14 @@ class FlightWorker(flight.FlightServerBase):
         try:
             feeds = [
                 FeedToRead(
-                    f.marker, f.scan, f.scan_id, pickle.loads(f.reader), f.partitions, source, f.columns
+                    f.marker,
+                    f.scan,
+                    f.scan_id,
+                    pickle.loads(f.reader),
+                    f.partitions,
+                    source,
+                    f.columns,
+                    f.plain,
                 )
                 for f, source in zip(message.feeds, sources, strict=True)
             ]
