@@ -15,7 +15,8 @@
    each unit's cost paid by a Python UDF. Also with no skew, as the control.
 
 Medians of `--iterations` runs after one warm-up, in seconds, with `--workers` workers x
-`--partitions-per-task` (the embedded cluster for files, worker processes for balance).
+`--partitions-per-task` (the embedded cluster for files, or worker processes with
+`--processes`; worker processes for balance).
 """
 
 from __future__ import annotations
@@ -65,12 +66,20 @@ def bench_files(args) -> None:
     paths = sorted(glob.glob(str(folder / "*.parquet")))
     schema = pq.read_schema(paths[0])
     config = DistributedConfig(embedded_workers=args.workers, partitions_per_task=args.partitions_per_task)
+    if args.processes:
+        with LocalCluster(args.workers) as cluster:
+            _files(args, folder, paths, schema, config, cluster)
+    else:
+        _files(args, folder, paths, schema, config, None)
+
+
+def _files(args, folder, paths, schema, config: DistributedConfig, cluster: LocalCluster | None) -> None:
     parquet_ctx, feed_ctx, single = SessionContext(), SessionContext(), SessionContext()
     parquet_ctx.register_parquet("lineitem", str(folder))
     single.register_parquet("lineitem", str(folder))
     with (
-        DistributedContext(parquet_ctx, config=config) as as_files,
-        DistributedContext(feed_ctx, config=config) as as_feed,
+        DistributedContext(parquet_ctx, workers=cluster, config=config) as as_files,
+        DistributedContext(feed_ctx, workers=cluster, config=config) as as_feed,
     ):
         as_feed.register_feed("lineitem", lambda: iter(row_groups(paths)), read_row_group, schema)
         print(f"lineitem SF {args.sf}: {len(paths)} files, {len(row_groups(paths))} row groups (units)")
@@ -166,6 +175,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=40)
     parser.add_argument("--unit-seconds", type=float, default=0.05)
     parser.add_argument("--only", choices=["files", "balance"])
+    parser.add_argument("--processes", action="store_true", help="files: on worker processes (LocalCluster)")
     args = parser.parse_args()
     if args.only in (None, "files"):
         bench_files(args)
