@@ -10,8 +10,8 @@ import time
 import pyarrow as pa
 import pytest
 from datafusion import SessionContext
+from feed_helpers import CONFIG, EVENTS, check, oracle, read_event_unit, register_events
 
-from conftest import CONFIG, EVENTS, check, oracle, read_event_unit, register_events
 from datafusion_distributed import (
     DistributedConfig,
     DistributedContext,

@@ -9,8 +9,8 @@ import time
 import pyarrow as pa
 import pytest
 from datafusion import SessionConfig, SessionContext
+from feed_helpers import CONFIG, EVENTS, check, oracle, read_event_unit, register_events
 
-from conftest import CONFIG, EVENTS, check, oracle, read_event_unit, register_events
 from datafusion_distributed import DistributedContext, QueryFailed
 
 
