@@ -190,3 +190,39 @@ def test_a_reader_given_the_columns_the_query_reads(setup, sql, columns):
     assert asked and all(c <= set(EVENTS.names) for c in asked)
     if columns is not None:
         assert all(c == columns for c in asked), asked
+
+
+def test_the_dataframe_api(setup):
+    from datafusion import col, functions
+
+    dctx, single = setup
+    got = (
+        dctx.table("events")
+        .filter(col("v") > 4)
+        .aggregate([col("tag")], [functions.count(col("k")).alias("n")])
+        .sort(col("tag"))
+        .to_arrow_table()
+    )
+    expected = single.sql("SELECT tag, count(k) AS n FROM events WHERE v > 4 GROUP BY tag ORDER BY tag")
+    assert got.to_pylist() == expected.to_arrow_table().to_pylist()
+
+
+def test_the_tasks_a_feed_asks_for_and_a_handler_that_decides():
+    from datafusion_distributed.events.handlers import DistributedHandler, TaskCount
+
+    class OneTaskPerFeed(DistributedHandler):
+        def task_count(self, request):
+            return TaskCount(desired=1) if request.feed_tasks else None
+
+    with DistributedContext(SessionContext(), config=CONFIG) as dctx:
+        register_events(dctx, "asked", 10, tasks=2)
+        assert dctx.sql("SELECT k FROM asked").distributed_plan().stages[0].task_count == 2
+        register_events(dctx, "default", 10)
+        assert (
+            dctx.sql("SELECT k FROM default").distributed_plan().stages[0].task_count == 3
+        )  # one per worker
+    with DistributedContext(SessionContext(), config=CONFIG, handlers=[OneTaskPerFeed()]) as dctx:
+        feed = register_events(dctx, "decided", 10)
+        plan = dctx.sql("SELECT k FROM decided").distributed_plan()
+        assert plan.stages[0].task_count == 1 and "(by OneTaskPerFeed)" in plan.stages[0].reason
+        check(dctx, oracle([feed]), "SELECT tag, count(*) AS n FROM decided GROUP BY tag", distributed=False)
