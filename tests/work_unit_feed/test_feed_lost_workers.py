@@ -70,16 +70,28 @@ def test_a_worker_killed_while_reading_units(cluster):
                 threading.Thread(target=cluster.kill, args=(1,)).start()  # while tasks read
             yield unit
 
-    with DistributedContext(SessionContext(), workers=cluster, config=CONFIG) as dctx:
+    lost = LostWorkers()
+    with DistributedContext(SessionContext(), workers=cluster, config=CONFIG, handlers=[lost]) as dctx:
         dctx.register_feed("events", provider, read, SCHEMA, tasks=3)
         df = dctx.sql(SQL)
         try:
             got = df.to_arrow_table()
         finally:
             _restart_dead(cluster)
-    assert killed.is_set()
+    assert killed.is_set() and lost.workers  # a task was running there, and was run again
     assert_tables_equal(got, expected(), sql=SQL)
     assert _total_units(df) == UNITS
+
+
+class LostWorkers(DistributedHandler):
+    """Records the workers a query found lost."""
+
+    def __init__(self) -> None:
+        self.workers: list[str] = []
+
+    def on_event(self, event: Event) -> None:
+        if event.kind is EventKind.WORKER_UNREACHABLE:
+            self.workers.append(event.worker)
 
 
 class KillAfterFeedStage(DistributedHandler):
