@@ -40,7 +40,7 @@ def test_defaults_are_the_documented_ones():
         "broadcast_total_bytes=134217728, memory_table_inline_bytes=1048576, embedded_workers=2, "
         "compression='auto', connect_timeout=30.0, "
         "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
-        "tls_root_certs=None, tls_client_cert=None, tls_client_key=None)"
+        "tls_root_certs=None, tls_client_cert=None, tls_client_key=None, feed_host='127.0.0.1')"
     )
 
 

@@ -6,10 +6,11 @@ from .coordinator.cancellation import QueryCancelled, QueryTimedOut
 from .coordinator.config import DistributedConfig
 from .coordinator.context import DistributedContext
 from .coordinator.dataframe import DistributedDataFrame
-from .coordinator.errors import ContextClosed, QueryFailed, ResultStreamLost
+from .coordinator.errors import ContextClosed, FeedFailed, QueryFailed, ResultStreamLost
 from .execution_plans.object_stores import S3Store
 from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
 from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
+from .work_unit_feed import WorkUnitFeed, read_units
 from .worker.flight_worker import FlightWorker
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "DnsResolver",
     "EmbeddedCluster",
     "EnvResolver",
+    "FeedFailed",
     "FlightWorker",
     "LocalCluster",
     "QueryCancelled",
@@ -31,7 +33,9 @@ __all__ = [
     "WorkerError",
     "WorkerResolver",
     "WorkerTimeout",
+    "WorkUnitFeed",
     "WorkerUnreachable",
     "WorkersNotFound",
     "__version__",
+    "read_units",
 ]

@@ -43,6 +43,10 @@ class DistributedConfig(PlanningSettings):
         tls_client_cert, tls_client_key: paths of the PEM client certificate and private key
             the coordinator presents to workers that require one (mutual TLS, the workers'
             `tls_client_ca`). Both or neither. Default None (no client certificate).
+        feed_host: the address the coordinator's feed service listens on, which workers
+            reading a work-unit feed must reach (see `register_feed`). Default "127.0.0.1",
+            right for the embedded cluster and `LocalCluster`; give this machine's address for
+            workers elsewhere.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -67,6 +71,7 @@ class DistributedConfig(PlanningSettings):
     tls_root_certs: str | None = None
     tls_client_cert: str | None = None
     tls_client_key: str | None = None
+    feed_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -79,5 +84,11 @@ class DistributedConfig(PlanningSettings):
         require(self.task_attempts >= 1, "task_attempts", "at least 1", self.task_attempts)
         timeout = self.query_timeout
         require(timeout is None or timeout > 0, "query_timeout", "positive (or None for no limit)", timeout)
+        require(
+            isinstance(self.feed_host, str) and 0 < len(self.feed_host) <= 255 and " " not in self.feed_host,
+            "feed_host",
+            "a host name or address",
+            self.feed_host,
+        )
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext, SQLOptions
 
+from ..codec.feed_scan import FEED_FILE_PREFIX
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url, with_store
@@ -22,9 +23,11 @@ from ..execution_plans.session import SessionBuilder, task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
-from ..protocol.auth import read_pem
+from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
+from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
 from .errors import ContextClosed, InvalidSetting, QueryFailed
@@ -113,6 +116,12 @@ def _made_on_ctx(
     return made_on_ctx
 
 
+def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
+    """The feed service's middleware: the cluster's token, checked as workers check it."""
+    token = clients.settings.auth_token
+    return {"auth": TokenServerMiddlewareFactory(token)} if token else None
+
+
 class DistributedContext:
     """Runs queries of an ordinary DataFusion SessionContext across workers.
 
@@ -190,6 +199,7 @@ class DistributedContext:
         # embedded cluster) alive until the garbage collector finds it
         self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
+        self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
         self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
@@ -404,6 +414,49 @@ class DistributedContext:
         """
         return self.ctx.register_view(name, df.df if isinstance(df, DistributedDataFrame) else df)
 
+    def register_feed(
+        self,
+        name: str,
+        provider: Provider,
+        read: Reader,
+        schema: pa.Schema,
+        *,
+        tasks: int | None = None,
+    ) -> WorkUnitFeed:
+        """Register `name` as a table whose rows come from work units discovered while a
+        query runs (object keys listed page by page, a paginated API, offset ranges, ...).
+
+        `provider` gives the units (picklable values) on the coordinator, started when a query
+        reading the table runs, and pulled as the tasks reading the table ask for units: an
+        iterable or async iterable, or a function returning one (called by each query).
+        `read(unit)` returns that unit's rows (a pyarrow RecordBatch, Table, RecordBatchReader
+        or an iterable of them, columns by name cast to `schema`); it runs on the workers,
+        pickled like Python UDFs. `tasks` tasks read the table (default: the task-count
+        handlers choose, one per worker by default), each reading as many units at once as it
+        has partitions of the table's scan (`partitions_per_task` by default).
+        Every unit is read once per scan of the table in a successful query, also when a
+        worker is lost. The table is registered on the wrapped context (as an empty Arrow table
+        with the feed's schema: a query of the plain SessionContext reads no row of it).
+
+        Raises:
+            ValueError, TypeError: a bad schema, provider, reader, or count.
+
+        Examples:
+            >>> import pyarrow as pa
+            >>> dctx = DistributedContext()
+            >>> feed = dctx.register_feed(
+            ...     "squares", lambda: iter(range(4)), lambda n: pa.table({"n": [n], "square": [n * n]}),
+            ...     pa.schema([("n", pa.int64()), ("square", pa.int64())]))
+            >>> dctx.sql("SELECT sum(square) AS s FROM squares").to_pylist()
+            [{'s': 14}]
+        """
+        feed = WorkUnitFeed(name, provider, read, schema, tasks=tasks)
+        path = self.feeds.add(feed)
+        if self.ctx.table_exist(name):
+            self.ctx.deregister_table(name)
+        self.ctx.register_arrow(name, path, schema=feed.schema)
+        return feed
+
     register_dataset = _on_ctx(SessionContext.register_dataset)
 
     def register_object_store(self, schema: str, store: S3Store, host: str | None = None) -> None:
@@ -471,6 +524,9 @@ class DistributedContext:
                 unstaged = self._unstaged_write(plan)
                 if unstaged:
                     plan = single_node_plan(df.execution_plan(), self.ctx, unstaged)
+                elif plan.feeds and plan.in_memory:
+                    # one task, run here; from its bytes, so that it reads the feed's units
+                    plan = dataclasses.replace(plan, physical=None, session=None)
                 elif plan.in_memory:
                     # Run exactly what the user's own context runs: planned with their settings
                     # (partitions, memory limit), showing their information_schema.
@@ -479,6 +535,12 @@ class DistributedContext:
                     )
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
+        if plan.in_memory and FEED_FILE_PREFIX in plan.physical.display_indent():
+            raise QueryFailed(
+                "the query reads a work-unit feed table but must run on one node from DataFusion's "
+                f"own plan ({plan.single_node or plan.final.reason}); a feed's units are read only "
+                "by plans that travel as bytes, so it would read no row"
+            )
         return dataclasses.replace(plan, settings=changed_settings(settings))
 
     def _unstaged_write(self, plan: DistributedPlan) -> str:
@@ -511,6 +573,7 @@ class DistributedContext:
         if self._closed:
             return
         self._closed = True
+        self.feeds.close()
         self.clients.close()
         if self._cluster is not None:
             self._cluster.close()

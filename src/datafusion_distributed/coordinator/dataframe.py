@@ -577,6 +577,7 @@ class DistributedDataFrame:
             handlers=handlers,
             local_spools=self._dctx.local_spools(),
             liveness=self._dctx.liveness,
+            feeds=self._dctx.feeds,
         )
         stream = self._cancellable(run, on_restart)
         try:

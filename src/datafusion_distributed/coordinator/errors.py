@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..common.errors import is_datafusion_panic, readable_message
+from ..work_unit_feed.errors import FeedError
 from .cancellation import QueryCancelled
 
 
@@ -14,6 +15,23 @@ class QueryFailed(RuntimeError):
     def of(cls, exc: BaseException) -> QueryFailed:
         """`exc`, an error of DataFusion (or a panic inside it), as a QueryFailed."""
         return cls(readable_message(str(exc)) or type(exc).__name__)
+
+
+class FeedFailed(QueryFailed):
+    """A query failed because a work-unit feed it reads failed: its provider raised
+    (`source` "provider"), or its reader raised on the unit `unit` (`source` "reader"; the
+    unit shown by its repr). `feed` is the feed's table name; the message says all three."""
+
+    def __init__(self, message: str, feed: str, source: str, unit: str | None):
+        super().__init__(message)
+        self.feed = feed
+        self.source = source
+        self.unit = unit
+
+    @classmethod
+    def of_feed(cls, error: FeedError) -> FeedFailed:
+        """The query failure a feed's error causes."""
+        return cls(str(error), error.feed, error.source, error.unit)
 
 
 class InvalidSetting(QueryFailed, ValueError):

@@ -34,6 +34,7 @@ from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
 from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
 from ..protocol.messages import FileLocation, Ticket
+from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
 from .cancellation import QueryCancelled
 from .errors import QueryFailed, ResultStreamLost
 from .gather import read_file, restore_names
@@ -62,7 +63,9 @@ class HeadStage:
         resolved, recorder = self._inputs(task)
         ctx = run.head_session(run.plan.task_settings, run.plan.object_stores)
         try:
-            yield from self._run_here(ctx, prepare_task_plan(ctx, task.plan, resolved), recorder)
+            leaves = self._read_feeds(task.index)
+            plan = prepare_task_plan(ctx, task.plan, resolved, leaves)
+            yield from self._run_here(ctx, plan, recorder)
         except (QueryFailed, QueryCancelled):
             raise
         except BaseException as exc:  # a panic inside DataFusion fails the query like any error
@@ -71,6 +74,33 @@ class HeadStage:
             name = f"stage {run.plan.final.id} task {task.index} on the coordinator"
             message = readable_message(with_store_hint(failure_message(exc)))
             raise QueryFailed(f"{name} failed: {message}") from exc
+
+    def _read_feeds(self, task: int) -> list[tuple[bytes, bytes]]:
+        """Read the final stage's feed scans here, asking the query's feed run for units
+        directly; returns each scan's (marker, leaf) to splice into the task's plan."""
+        run = self.run
+        final = run.plan.final
+        if not final.feeds:
+            return []
+        token = run.feeds.begin(final.id, task)
+        feeds = [
+            FeedToRead(
+                scan.marker,
+                scan.scan,
+                scan.scan_id,
+                run.feeds.feed_of(scan.scan_id).reader,
+                scan.partitions,  # the head runs a stage as its only task
+                LocalUnits(run.feeds, token, scan.scan_id),
+                scan.columns,
+                scan.plain,
+            )
+            for scan in final.feeds
+        ]
+        folder = tempfile.mkdtemp(prefix="feeds-", dir=self._scratch_dir())
+        leaves = read_feeds(feeds, folder, run.cancel_scope.check)
+        run.feeds.commit(final.id, task)
+        run.metrics.feed_units[final.id] = {task: sum(leaf.units for leaf in leaves)}
+        return [(leaf.marker, leaf.leaf) for leaf in leaves]
 
     def in_memory(self) -> Iterator[pa.RecordBatch]:
         """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was

@@ -73,9 +73,14 @@ class QueryCollector:
             for task, (worker, result) in enumerate(zip(workers, results, strict=True))
         ]
         metrics = self.metrics.stages.setdefault(stage, StageMetrics(stage, []))
-        # keep the attempt numbers the finished-task reports had
-        attempts = {r.task: r.attempt for r in metrics.tasks}
-        metrics.tasks = [dataclasses.replace(r, attempt=attempts.get(r.task, 0)) for r in reports]
+        # keep the attempt numbers and feed units the finished-task reports had
+        before = {r.task: r for r in metrics.tasks}
+        metrics.tasks = [
+            dataclasses.replace(r, attempt=before[r.task].attempt, feed_units=before[r.task].feed_units)
+            if r.task in before
+            else r
+            for r in reports
+        ]
         metrics.seconds = seconds
         self._emit(EventKind.STAGE_FINISHED, stage=stage, tasks=len(reports), metrics=metrics)
 
@@ -85,15 +90,20 @@ class QueryCollector:
         self._dispatched[stage, task] = time.perf_counter()
         self._emit(EventKind.TASK_STARTED, stage=stage, task=task, worker=worker, attempt=attempt)
 
-    def task_finished(self, stage: int, task: int, worker: str, attempt: int, result: Any) -> Any:
-        """The result with its queue time filled in (round trip minus the worker's wall time)."""
+    def task_finished(
+        self, stage: int, task: int, worker: str, attempt: int, result: Any, feed_units: int = 0
+    ) -> Any:
+        """The result with its queue time filled in (round trip minus the worker's wall time);
+        `feed_units` the work units of feeds the task read."""
         dispatched = self._dispatched.pop((stage, task), None)
         metrics: TaskMetrics | None = getattr(result, "metrics", None)
         if metrics is not None and dispatched is not None:
             round_trip = time.perf_counter() - dispatched
             metrics = dataclasses.replace(metrics, queue_seconds=max(0.0, round_trip - metrics.wall_seconds))
             result = dataclasses.replace(result, metrics=metrics)
-        report = TaskReport.of(stage, task, attempt, worker, result)
+        report = dataclasses.replace(
+            TaskReport.of(stage, task, attempt, worker, result), feed_units=feed_units
+        )
         stage_metrics = self.metrics.stages.setdefault(stage, StageMetrics(stage, []))
         stage_metrics.tasks = [t for t in stage_metrics.tasks if t.task != task] + [report]
         log.debug(

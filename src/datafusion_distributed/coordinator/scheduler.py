@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
+import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
 from datafusion import SessionContext
@@ -31,9 +32,11 @@ from ..execution_plans.session import task_session
 from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool, WorkerUnreachable
-from ..protocol.messages import FileLocation, RunTask, TaskInput, TaskResult
+from ..protocol.messages import FeedTask, FileLocation, RunTask, TaskInput, TaskResult
+from ..work_unit_feed.dispatch import FeedRun
+from ..work_unit_feed.service import FeedService
 from .cancellation import POLL_SECONDS, CancelScope
-from .errors import QueryFailed, as_query_failure
+from .errors import FeedFailed, QueryFailed, as_query_failure
 from .head import WORKER_ERRORS, HeadStage
 from .inputs import exchange_schema, input_groups, needs_single_task
 from .lifecycle import QueryCollector
@@ -62,6 +65,7 @@ class QueryRun:
         handlers: HandlerChain | None = None,
         local_spools: Sequence[str] = (),
         liveness: LivenessMonitor | None = None,
+        feeds: FeedService | None = None,
     ):
         if not workers:
             raise ValueError("no workers to run the query on")
@@ -92,6 +96,9 @@ class QueryRun:
         self.write = (
             staged_write(plan.write, self.query_id, plan.object_stores) if plan.write is not None else None
         )
+        self.feed_service = feeds
+        self.feeds: FeedRun | None = None  # the units of the plan's feeds, from when it runs
+        self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
 
     @property
     def dead(self) -> set[str]:
@@ -154,8 +161,54 @@ class QueryRun:
             return self.write.task_plan(task)
         return task.plan
 
+    def _feed_tasks(self, stage: Stage, task: TaskPlan) -> tuple[FeedTask, ...]:
+        """The feed scans of a new attempt of `task`, asking for units with a token of its own.
+        Called where attempts are started, never from a task's thread."""
+        if not stage.feeds:
+            return ()
+        token = self.feeds.begin(stage.id, task.index)
+        url = self.feed_service.url
+        count = len(self.tasks_of(stage))
+        tasks = []
+        for scan in stage.feeds:
+            feed = self.feeds.feed_of(scan.scan_id)
+            if feed.id not in self._readers:
+                try:
+                    self._readers[feed.id] = cloudpickle.dumps(feed.reader)
+                except Exception as exc:  # pickling raises anything its objects raise
+                    raise QueryFailed(
+                        f"the reader of feed {feed.name!r} cannot be pickled to travel to the workers: {exc}"
+                    ) from exc
+            reader = self._readers[feed.id]
+            partitions = scan.task_partitions(task.index, count)
+            tasks.append(
+                FeedTask(
+                    scan.marker,
+                    scan.scan,
+                    scan.scan_id,
+                    url,
+                    token,
+                    reader,
+                    partitions,
+                    scan.columns,
+                    scan.plain,
+                )
+            )
+        return tuple(tasks)
+
+    def _submit(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> Future:
+        """Start an attempt of `task` on `worker`, in a thread of its own."""
+        plan, feeds = self._sent_plan(stage, task), self._feed_tasks(stage, task)
+        return kept_threads.submit(self._run_task, stage, task, worker, attempt, plan, feeds)
+
     def _run_task(
-        self, stage: Stage, task: TaskPlan, worker: str, attempt: int = 0, plan: bytes | None = None
+        self,
+        stage: Stage,
+        task: TaskPlan,
+        worker: str,
+        attempt: int = 0,
+        plan: bytes | None = None,
+        feeds: tuple[FeedTask, ...] = (),
     ) -> TaskResult:
         message = RunTask(
             query_id=self.query_id,
@@ -168,15 +221,14 @@ class QueryRun:
             compression=self.compression,
             settings=self.plan.task_settings,
             object_stores=self.plan.object_stores,
+            feeds=feeds,
         )
         return self.clients.get(worker).run_task(message)
 
     def _run_watched(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> TaskResult:
         """`_run_task`, given up on when the query is cancelled or the worker stops answering
         (it then fails as a lost worker; a late answer of the call is never read)."""
-        future = kept_threads.submit(
-            self._run_task, stage, task, worker, attempt, self._sent_plan(stage, task)
-        )
+        future = self._submit(stage, task, worker, attempt)
         while not wait([future], timeout=POLL_SECONDS).done:
             self.cancel_scope.check()
             if (lost := self._given_up(worker)) is not None:
@@ -188,12 +240,7 @@ class QueryRun:
         self.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.events.stage_started(stage.id, self.placement[stage.id])
-        return {
-            kept_threads.submit(
-                self._run_task, stage, t, self.placement[stage.id][t.index], 0, self._sent_plan(stage, t)
-            ): (stage, t.index)
-            for t in tasks
-        }
+        return {self._submit(stage, t, self.placement[stage.id][t.index], 0): (stage, t.index) for t in tasks}
 
     def run_stages(self, stages: Sequence[Stage]) -> None:
         """Run `stages` on workers, each as soon as its producers are complete."""
@@ -223,8 +270,12 @@ class QueryRun:
                     except WORKER_ERRORS as exc:
                         running[self._retry_task(stage, index, worker, exc, attempts)] = (stage, index)
                         continue
+                    units = 0
+                    if stage.feeds:
+                        self.feeds.commit(stage.id, index)  # its units are its own from now on
+                        units = self.feeds.units_per_task(stage.id).get(index, 0)
                     partial[stage.id][index] = result = self.events.task_finished(
-                        stage.id, index, worker, attempts.get((stage.id, index), 0), result
+                        stage.id, index, worker, attempts.get((stage.id, index), 0), result, units
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
@@ -246,6 +297,8 @@ class QueryRun:
         """Try task `index` of `stage` again on another worker after `exc` ended its try on
         `worker` (lost outputs are recomputed first), or raise QueryFailed."""
         attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+        if stage.feeds:
+            self.feeds.abandon(stage.id, index)  # its units go back, for the others or its next try
         self.events.task_failed(stage.id, index, worker, attempt - 1, exc)
         self.retry.after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
         self.recompute_lost_outputs()
@@ -253,7 +306,7 @@ class QueryRun:
         retry = self._worker_for(stage, index, attempt)
         self.placement[stage.id][index] = retry
         self.events.task_started(stage.id, index, retry, attempt)
-        return kept_threads.submit(self._run_task, stage, task, retry, attempt, self._sent_plan(stage, task))
+        return self._submit(stage, task, retry, attempt)
 
     def recompute_lost_outputs(self) -> None:
         """Rerun, on live workers, completed tasks whose outputs were on lost workers (lineage).
@@ -271,14 +324,20 @@ class QueryRun:
                     try:
                         self.results[stage.id][task.index] = self._run_watched(stage, task, worker, attempt)
                         self.placement[stage.id][task.index] = worker
+                        if stage.feeds:
+                            self.feeds.commit(stage.id, task.index)
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
                     except WORKER_ERRORS as exc:
+                        if stage.feeds:
+                            self.feeds.abandon(stage.id, task.index)
                         what = f"recomputing stage {stage.id} task {task.index}"
                         self.retry.after_failure(exc, attempt, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.results[stage.id] = results
+        if stage.feeds:
+            self.metrics.feed_units[stage.id] = self.feeds.units_per_task(stage.id)
         self.stage_seconds[stage.id] = time.perf_counter() - started
         rows = sum(p.rows for r in results for p in r.partitions)
         written = sum(p.bytes for r in results for p in r.partitions)
@@ -302,6 +361,7 @@ class QueryRun:
         a loss raises ResultStreamLost."""
         self.events.query_started(len(self.plan.stages))
         try:
+            self._start_feeds()
             yield from self.head.in_memory() if self.plan.in_memory else self._run(on_restart)
             self.events.query_finished()
         except GeneratorExit:  # the reader stopped early: the query is done
@@ -311,17 +371,35 @@ class QueryRun:
             if self.write is not None:
                 self.write.abort()  # before anything else: the destination stays as it was
             failure = as_query_failure(exc)
+            if self.feeds is not None and self.feeds.failure is not None and isinstance(failure, QueryFailed):
+                failure = FeedFailed.of_feed(self.feeds.failure)  # the cause, named, not its echo
             self.events.query_failed(failure)
             if failure is exc:
                 raise
             raise failure from exc
         finally:
+            if self.feeds is not None:
+                self.feed_service.finish(self.feeds)  # stops the providers
             try:
                 self.head.close()
             finally:  # whatever happened, every worker that ran a task is told
                 self.release()
                 if self.write is not None:
                     self.write.abort()  # again: a task stopped by the release may have staged more
+
+    def _start_feeds(self) -> None:
+        """Get the units of the plan's feeds ready to hand out (their providers start as the
+        first task asks), served to workers when tasks run there."""
+        if not self.plan.feeds:
+            return
+        if self.feed_service is None:
+            raise QueryFailed("the plan reads a work-unit feed, but the run was given no feed service")
+        try:
+            self.feeds = self.feed_service.start(
+                self.query_id, self.plan.feeds, serve=self.plan.is_distributed
+            )
+        except LookupError as exc:
+            raise QueryFailed(str(exc)) from exc
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()

@@ -24,6 +24,7 @@ FIXED = {
     "tls_root_certs": "connections to workers are opened with it when the context is made",
     "tls_client_cert": "connections to workers are opened with it when the context is made",
     "tls_client_key": "connections to workers are opened with it when the context is made",
+    "feed_host": "the feed service listens there from the context's first query reading a feed",
 }
 SECRET = "auth_token"  # shown as set or unset, never its value
 

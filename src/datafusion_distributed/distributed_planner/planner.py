@@ -21,6 +21,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
+from ..codec.feed_scan import feed_scan_ref, is_plain_projection, projected_columns
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.memory import MemoryScan, memory_scan
@@ -32,6 +33,7 @@ from ..execution_plans.plan_node import PlanNode, whole_children
 from ..execution_plans.stage import (
     BoundaryKind,
     DistributedPlan,
+    FeedScan,
     InputBoundary,
     ShippedTable,
     Stage,
@@ -65,6 +67,7 @@ class _Fragment:
     kind: BoundaryKind | None
     edges: list[_Edge] = field(default_factory=list)
     scans: list[tuple[PlanNode, bool]] = field(default_factory=list)  # (scan, whole)
+    feeds: list[tuple[PlanNode, bool]] = field(default_factory=list)  # (work-unit feed scan, whole)
     hazards: list[str] = field(default_factory=list)
     tasks: int = 1
     reason: str = ""
@@ -124,6 +127,9 @@ def _collect(
         _collect(child, node, whole=False, is_root=True, path=path, ship_above=ship_above)
         fragment.edges.append(_Edge(node, child, whole))
         return
+    if not node.children and feed_scan_ref(node.raw) is not None:
+        fragment.feeds.append((node, whole))
+        return
     if scan_kind(node.raw) is not None:
         fragment.scans.append((node, whole))
         return
@@ -170,7 +176,12 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
         _assign_task_counts(edge.fragment, config, handlers)
     split_scans = [scan for scan, whole in fragment.scans if not whole]
     split_edges = [edge for edge in fragment.edges if not edge.whole]
+    # a feed scan's partitions are shared out like a file scan's; its units go to whichever
+    # of those partitions asks first
+    split_feeds = [feed for feed, whole in fragment.feeds if not whole]
+    feed_tasks = tuple(feed_scan_ref(feed.raw).tasks for feed in split_feeds)
     units = [scan.partitions for scan in split_scans] + [_edge_units(e) for e in split_edges]
+    units += [feed.partitions for feed in split_feeds]
     if fragment.hazards:
         fragment.tasks, fragment.reason = 1, fragment.hazards[0]
         return
@@ -187,6 +198,7 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
         min(units),
         config.workers,
         config,
+        feed_tasks,
     )
     count, handler = handlers.task_count(request)  # events.defaults.ScanSizeTaskCount unless a user answers
     cap = config.task_cap if count.maximum is None else count.maximum
@@ -212,7 +224,12 @@ def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
         _fold_boundaries(edge.fragment, config)
         if edge.fragment.tasks == 1 and fragment.tasks == 1:
             edge.inline = True
-        elif edge.whole and fragment.tasks > 1 and all(e.fragment.table for e in _cut_edges(edge.fragment)):
+        elif (
+            edge.whole
+            and fragment.tasks > 1
+            and all(e.fragment.table for e in _cut_edges(edge.fragment))
+            and not _stage_feeds(edge.fragment)  # each consumer task would read every unit
+        ):
             scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_scans(edge.fragment))
             edge.inline = scanned <= config.broadcast_inline_bytes
 
@@ -231,6 +248,14 @@ def _stage_scans(fragment: _Fragment) -> list[tuple[PlanNode, bool]]:
         if edge.inline:
             scans.extend((scan, whole or edge.whole) for scan, whole in _stage_scans(edge.fragment))
     return scans
+
+
+def _stage_feeds(fragment: _Fragment) -> list[tuple[PlanNode, bool]]:
+    feeds = list(fragment.feeds)
+    for edge in fragment.edges:
+        if edge.inline:
+            feeds.extend((feed, whole or edge.whole) for feed, whole in _stage_feeds(edge.fragment))
+    return feeds
 
 
 def _replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
@@ -292,6 +317,11 @@ def input_marker(producer: int) -> bytes:
     return encode_len_field(INPUT_MARKER, f"datafusion-distributed input {producer}".encode())
 
 
+def feed_marker(scan_id: int) -> bytes:
+    """The placeholder that stands for feed scan `scan_id` inside a stage's plan."""
+    return encode_len_field(INPUT_MARKER, f"datafusion-distributed feed {scan_id}".encode())
+
+
 def _chunks(n: int, parts: int) -> list[list[int]]:
     """Split range(n) into `parts` contiguous chunks whose sizes differ by at most one."""
     return [list(range(n * k // parts, n * (k + 1) // parts)) for k in range(parts)]
@@ -310,6 +340,7 @@ class _Built:
     first_table: int
     stages: list[Stage] = field(default_factory=list)
     tables: int = 0
+    feed_scans: int = 0  # feed scans given an id so far
 
     def table(self, fragment: _Fragment) -> ShippedTable:
         """Give a shipped memory table its id."""
@@ -332,6 +363,24 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             _build_stages(edge.fragment, built)
     fragment.stage_id = len(stages)
     markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
+    feeds = []
+    for node, whole in _stage_feeds(fragment):
+        scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
+        ref = feed_scan_ref(node.raw)
+        feeds.append(
+            FeedScan(
+                feed_marker(scan_id),
+                node.raw,
+                ref.feed_id,
+                scan_id,
+                whole,
+                ref.name,
+                ref.partitions,
+                projected_columns(node.line),
+                is_plain_projection(node.line),
+            )
+        )
+        markers[id(node)] = feeds[-1].marker
     plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
     local_nodes = list(_stage_nodes(fragment.root, set(markers)))
     inputs, per_input_parts = [], []
@@ -392,6 +441,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             output=fragment.kind,
             reason=fragment.reason,
             sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
+            feeds=tuple(feeds),
         )
     )
 

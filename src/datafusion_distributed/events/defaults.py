@@ -16,7 +16,8 @@ from .handlers import DistributedHandler, RoutingRequest, TaskCount, TaskCountRe
 class ScanSizeTaskCount(DistributedHandler):
     """One task per `bytes_per_partition * partitions_per_task` scanned bytes at leaf stages,
     and above a shuffle as many tasks as its largest input stage (times `cardinality_factor`);
-    at most one task per worker (or `max_tasks_per_stage`)."""
+    over a work-unit feed the tasks it asks for, or one per worker; at most one task per
+    worker (or `max_tasks_per_stage`)."""
 
     def task_count(self, request: TaskCountRequest) -> TaskCount:
         """Enough tasks for the scanned bytes, and at least the inputs' task counts times the factor."""
@@ -28,6 +29,10 @@ class ScanSizeTaskCount(DistributedHandler):
             )
         if request.input_tasks:
             desired = max(desired, math.ceil(max(request.input_tasks) * config.cardinality_factor))
+        if request.feed_tasks:
+            # a feed's work is unknown when planning: its units are spread by asking, so one
+            # task per worker, unless the feed asks for a number
+            desired = max(desired, *(tasks or request.workers for tasks in request.feed_tasks))
         return TaskCount(desired=max(1, desired), maximum=config.task_cap)
 
 

@@ -31,6 +31,8 @@ class TaskCountRequest:
         splittable_partitions: the most tasks the stage can be split into.
         workers: workers in the cluster.
         config: the `PlannerConfig` in use.
+        feed_tasks: for each work-unit feed the stage reads a share of, the tasks it asks for
+            (0: no number asked; the default handler then gives one task per worker).
     """
 
     root: PlanNode
@@ -39,6 +41,7 @@ class TaskCountRequest:
     splittable_partitions: int
     workers: int
     config: Any
+    feed_tasks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

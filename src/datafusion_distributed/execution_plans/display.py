@@ -179,6 +179,10 @@ class _StageRenderer:
             self._emit(depth, _input_label(stage_input), annotate.input(stage, path, stage_input))
             return
         self._emit(depth, node_label(node), annotate.node(stage, path, node, None))
+        feed = next((f for f in self.stage.feeds if f.scan == node.raw), None)
+        if feed is not None:
+            self._emit(depth + 1, feed.describe())
+            return
         if scan_kind(node.raw) is not None:
             self._scan_files(node, depth + 1, whole)
             return

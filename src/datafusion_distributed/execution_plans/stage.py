@@ -76,6 +76,41 @@ class ShippedTable:
 
 
 @dataclass(frozen=True)
+class FeedScan:
+    """A scan of a work-unit feed in a stage's plan: `marker` stands where `scan` was, and a
+    task puts back `scan` reading the files it wrote from the units it was handed.
+
+    `scan_id` tells the query's feed scans apart (a feed read twice, in a self-join or under a
+    union, has its units handed out once to each scan); `whole` when every task of the stage
+    reads all of its units (a side a join must see whole), rather than a share."""
+
+    marker: bytes
+    scan: bytes = field(repr=False)
+    feed_id: str
+    scan_id: int
+    whole: bool = False
+    name: str = ""  # the feed's table, for display
+    partitions: int = 1  # the partitions DataFusion planned the scan with
+    columns: tuple[str, ...] | None = None  # the columns its projection reads (None: all)
+    plain: bool = False  # its projection only picks `columns`, in order (see `is_plain_projection`)
+
+    def task_partitions(self, task: int, tasks: int) -> int:
+        """The partitions of the scan task `task` of `tasks` reads, as the planner shares out
+        a file scan's (contiguous chunks; all of them when the scan is read whole): a task
+        reads as many units at once, one file each, so every node above sees the
+        partitions it was planned over."""
+        if self.whole or tasks <= 1:
+            return self.partitions
+        n = self.partitions
+        return max(1, n * (task + 1) // tasks - n * task // tasks)
+
+    def describe(self) -> str:
+        """How explain() names the feed scan and how its tasks read it."""
+        share = "every task reads every unit" if self.whole else "units handed to the tasks as they ask"
+        return f"[work-unit feed {self.name}: {share}]"
+
+
+@dataclass(frozen=True)
 class StageInput:
     """An input of a stage: the output of stage `producer`, read at `where` in the stage's plan
     (or, with `table`, the memory table the coordinator ships as producer `producer`)."""
@@ -111,6 +146,7 @@ class Stage:
     # the file write this stage's tasks each run over their share of the rows (the final
     # stage of a COPY or DataFrame write): each task writes to a staging folder of its own
     sink: FileSink | None = None
+    feeds: tuple[FeedScan, ...] = ()  # the work-unit feeds the stage's tasks read
 
     @property
     def task_count(self) -> int:
@@ -162,6 +198,11 @@ class DistributedPlan:
         """The memory tables the coordinator ships before the stages run, by id."""
         found = {inp.table.id: inp.table for stage in self.stages for inp in stage.inputs if inp.table}
         return tuple(found[key] for key in sorted(found))
+
+    @property
+    def feeds(self) -> tuple[FeedScan, ...]:
+        """Every feed scan of the plan, in stage order."""
+        return tuple(feed for stage in self.stages for feed in stage.feeds)
 
     @property
     def in_memory(self) -> bool:

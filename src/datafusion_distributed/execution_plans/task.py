@@ -126,6 +126,11 @@ def _arrow_scan_template(schema: pa.Schema) -> bytes:
     return template
 
 
+def arrow_scan(schema: pa.Schema, groups: Sequence[Sequence[ScannedFile]]) -> bytes:
+    """Plan bytes of an Arrow IPC scan of `groups` (one partition each), whose files hold `schema`."""
+    return with_file_groups(_arrow_scan_template(schema), [list(g) for g in groups])
+
+
 def input_leaf(resolved: ResolvedInput) -> bytes:
     """The plan bytes that replace an input marker in a task's plan."""
     where = resolved.where
@@ -170,11 +175,19 @@ def local_file(path: str, size: int | None = None) -> ScannedFile:
     return ScannedFile(absolute.lstrip("/"), os.path.getsize(absolute) if size is None else size)
 
 
-def prepare_task_plan(ctx: SessionContext, plan: bytes, inputs: list[ResolvedInput]) -> ExecutionPlan:
+def prepare_task_plan(
+    ctx: SessionContext,
+    plan: bytes,
+    inputs: list[ResolvedInput],
+    leaves: Sequence[tuple[bytes, bytes]] = (),
+) -> ExecutionPlan:
     """Splice every input into a task's plan bytes and deserialise it, each join under a
-    yield point (see the module's docstring)."""
+    yield point (see the module's docstring). `leaves` are other (marker, plan bytes) pairs to
+    splice in: the scans of the work-unit feeds the task read."""
     for resolved in inputs:
         plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
+    for marker, leaf in leaves:
+        plan = replace_subtree(plan, marker, leaf)
     try:
         built = ExecutionPlan.from_bytes(ctx, plan)
     except Exception as exc:  # DataFusion raises plain Exception

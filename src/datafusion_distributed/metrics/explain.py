@@ -89,6 +89,10 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         if sm is None:
             return ["metrics: (stage did not run)"]
         lines = [f"metrics: {_stage_summary(sm)}"]
+        units = self.metrics.feed_units.get(stage.id)
+        if units:
+            per_task = " ".join(f"{units.get(t, 0)}" for t in range(max(units) + 1))
+            lines.append(f"feed units per task: [{per_task}] ({sum(units.values())} in all)")
         if self.verbose:
             lines.extend(_task_line(t) for t in sorted(sm.tasks, key=lambda t: t.task))
         return lines
@@ -182,6 +186,8 @@ def _task_line(task: TaskReport) -> str:
     parts.append(f"wall={format_seconds(task.wall_seconds)}")
     parts.append(f"queue={format_seconds(task.queue_seconds)}")
     parts.append(f"output_rows={task.rows}")
+    if task.feed_units:
+        parts.append(f"feed_units={task.feed_units}")
     if task.partitions:
         per_part = " ".join(f"{r}/{format_bytes(b)}" for r, b in task.partitions)
         parts.append(f"written=[{per_part}]")

@@ -56,6 +56,7 @@ class QueryProgress:
         self.tasks_done = 0
         self.rows = 0
         self.bytes = 0
+        self.units = 0  # work units of feeds read by finished tasks
         self.failed = 0
         self.finished = False
         self.outcome = ""  # once finished: "finished", "failed", "cancelled" or "timed out"
@@ -73,6 +74,7 @@ class QueryProgress:
             if report is not None:
                 self.rows += report.rows
                 self.bytes += report.bytes
+                self.units += report.feed_units
         elif kind is EventKind.TASK_FAILED:
             self.tasks_running = max(0, self.tasks_running - 1)
             self.failed += 1
@@ -92,8 +94,9 @@ class QueryProgress:
         else:
             tasks = f"tasks {self.tasks_running} running, {self.tasks_done} done{failed}"
             elapsed = format_seconds(time.perf_counter() - self.started)
+        units = f"{self.units:,} feed units · " if self.units else ""
         line = (
-            f"stages {self.stages_done}/{self.stages} · {tasks} · {self.rows:,} rows · "
+            f"stages {self.stages_done}/{self.stages} · {tasks} · {units}{self.rows:,} rows · "
             f"{format_bytes(self.bytes)} shuffled · {elapsed}"
         )
         return f"{line} · {self.outcome}" if self.finished else line

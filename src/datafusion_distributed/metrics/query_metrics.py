@@ -16,7 +16,8 @@ class TaskReport:
     """One finished task, as the coordinator saw it.
 
     `rows`, `bytes` and `partitions` are what it wrote (per output partition: rows, bytes);
-    for the head stage, the rows it returned and no bytes."""
+    for the head stage, the rows it returned and no bytes. `feed_units`: the work units of
+    feeds it read."""
 
     stage: int
     task: int
@@ -26,6 +27,7 @@ class TaskReport:
     bytes: int
     partitions: tuple[tuple[int, int], ...]
     metrics: TaskMetrics | None
+    feed_units: int = 0
 
     @property
     def wall_seconds(self) -> float:
@@ -120,6 +122,8 @@ class QueryMetrics:
 
     query_id: str
     stages: dict[int, StageMetrics] = field(default_factory=dict)
+    # per stage reading a work-unit feed: the units each of its tasks read
+    feed_units: dict[int, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
     finished: bool = False
 

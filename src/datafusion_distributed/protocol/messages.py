@@ -27,11 +27,12 @@ MAX_FILES = 100_000
 MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
-_OPTIONAL = {"compression", "metrics", "settings", "object_stores"}  # fields a message may leave out
+_OPTIONAL = {"compression", "metrics", "settings", "object_stores", "feeds"}  # fields a message may leave out
 # Fields added since the version was last raised: left out of a message while empty, so a peer
 # that predates them still reads the messages that do not use them (and refuses the others).
-_LEFT_OUT_WHEN_EMPTY = {"settings", "object_stores"}
+_LEFT_OUT_WHEN_EMPTY = {"settings", "object_stores", "feeds"}
 _STORE_FIELDS = {f.name for f in fields(S3Store)}
+_FEED_TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
 
 class ProtocolError(ValueError):
@@ -129,6 +130,24 @@ class TaskInput:
 
 
 @dataclass(frozen=True)
+class FeedTask:
+    """A work-unit feed scan of a task: the marker standing for it in the task's plan, the
+    scan to put back there, and where and how the task gets and reads its units: from the
+    coordinator's feed service at `url`, asking as attempt `token` for scan `scan_id`, with
+    `partitions` units at once, each read by `reader` (a cloudpickled FeedReader)."""
+
+    marker: bytes
+    scan: bytes
+    scan_id: int
+    url: str
+    token: str
+    reader: bytes
+    partitions: int
+    columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
+    plain: bool = False  # the scan only picks `columns`: a scan of just them can replace it
+
+
+@dataclass(frozen=True)
 class RunTask:
     """Run task `task` of stage `stage` of query `query_id` and keep its outputs in the spool."""
 
@@ -145,6 +164,7 @@ class RunTask:
     # the object stores the task registers in its session (see execution_plans.object_stores);
     # their credentials travel here, so the message is never logged or shown
     object_stores: ObjectStores = ()
+    feeds: tuple[FeedTask, ...] = ()  # the task's work-unit feed scans
 
     @property
     def key(self) -> TaskKey:
@@ -316,6 +336,30 @@ def _object_stores(value: Any) -> ObjectStores:
     return tuple(stores)
 
 
+def _feed_task(raw: Any) -> FeedTask:
+    _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(FeedTask)}, "bad feed task")
+    columns = raw["columns"]
+    if columns is not None:
+        _check(
+            isinstance(columns, list) and len(columns) <= 10_000 and all(isinstance(c, str) for c in columns),
+            "feed columns must be null or a list of names",
+        )
+        columns = tuple(columns)
+    token = raw["token"]
+    _check(isinstance(token, str) and bool(_FEED_TOKEN.match(token)), "feed token must be 32 hex digits")
+    return FeedTask(
+        marker=_bytes(raw["marker"], "marker", 1024),
+        scan=_bytes(raw["scan"], "scan"),
+        scan_id=_int(raw["scan_id"], "scan_id", high=1 << 20),
+        url=_url(raw["url"], "feed url"),
+        token=token,
+        reader=_bytes(raw["reader"], "reader"),
+        partitions=_int(raw["partitions"], "partitions", low=1, high=1024),
+        columns=columns,
+        plain=raw["plain"] is True,
+    )
+
+
 def decode_run_task(data: bytes) -> RunTask:
     """A validated RunTask from message bytes; ProtocolError names the first bad field."""
     body = _load(data, {f.name for f in fields(RunTask)})
@@ -331,6 +375,7 @@ def decode_run_task(data: bytes) -> RunTask:
         compression=compression,
         settings=_settings(body.get("settings", [])),
         object_stores=_object_stores(body.get("object_stores", [])),
+        feeds=tuple(_feed_task(f) for f in _list(body.get("feeds", []), "feeds", 64)),
     )
 
 

@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from ..execution_plans.task import (
     write_task_outputs,
 )
 from ..metrics.recorder import TaskRecorder
-from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
+from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, connect_options, read_pem, token_from_env
 from ..protocol.fetch import fetch_input
 from ..protocol.flight import ClientPool, ClientSettings, lost_worker, lost_worker_info
 from ..protocol.messages import (
@@ -48,6 +49,8 @@ from ..protocol.messages import (
     decode_ticket,
     encode,
 )
+from ..work_unit_feed.client import RemoteUnits
+from ..work_unit_feed.reading import FeedLeaf, FeedToRead, read_feeds
 from .cancellation import Cancellations
 from .served import ServedBytes
 from .spool import Spool
@@ -337,7 +340,8 @@ class FlightWorker(flight.FlightServerBase):
                 message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
             )
             ctx = self._task_session(message.settings, message.object_stores)
-            plan = prepare_task_plan(ctx, message.plan, inputs)
+            leaves = self._read_feeds(message)
+            plan = prepare_task_plan(ctx, message.plan, inputs, [(f.marker, f.leaf) for f in leaves])
             plan = self._handlers.rewrite_plan(
                 PlanRewriteRequest(
                     message.query_id, message.stage, message.task, message.attempt, plan, ctx, message.worker
@@ -375,6 +379,41 @@ class FlightWorker(flight.FlightServerBase):
             self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
+
+    def _read_feeds(self, message: RunTask) -> list[FeedLeaf]:
+        """Read the units the coordinator hands this task for each of its feed scans into files
+        of the task's inputs folder (charged to the spool quota like fetched inputs)."""
+        if not message.feeds:
+            return []
+        s = self._clients.settings
+        options = connect_options(s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key)
+        sources = [
+            RemoteUnits(f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout)
+            for f in message.feeds
+        ]
+        try:
+            feeds = [
+                FeedToRead(
+                    f.marker,
+                    f.scan,
+                    f.scan_id,
+                    pickle.loads(f.reader),
+                    f.partitions,
+                    source,
+                    f.columns,
+                    f.plain,
+                )
+                for f, source in zip(message.feeds, sources, strict=True)
+            ]
+            return read_feeds(
+                feeds,
+                os.path.join(self.spool.inputs_dir(message.key), "feeds"),
+                check=functools.partial(self._cancelled.check, message.query_id),
+                on_write=functools.partial(self.spool.charge_input, message.key),
+            )
+        finally:
+            for source in sources:
+                source.close()
 
     def _task_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session a task carrying `settings` and object `stores` runs in: one per worker,

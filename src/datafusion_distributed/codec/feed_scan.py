@@ -1,0 +1,111 @@
+"""Feed scans inside plan bytes: the Arrow scan a work-unit feed's table plans as.
+
+A feed is registered as an Arrow IPC table over a folder of empty files (`feed_folder_name`:
+the folder's name carries the feed's id and the tasks it asks for; the folder above it is
+named after the feed's table). DataFusion plans filters, projections and limits over that
+scan as over any files, and gives it as many partitions as it would a table of that many
+files; the planner recognises it by its files' folder (`feed_scan_ref`) and shares its
+partitions out to tasks like a file scan's. A task replaces its share of the files with files
+it wrote from the units it read, one per partition. The empty files are what a plan run
+without the feed reads: no rows, never a wrong schema.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .scan import file_groups, scan_kind
+from .wire import WireError
+
+FEED_FILE_PREFIX = "datafusion-distributed-feed-"
+_FEED_FILE = re.compile(re.escape(FEED_FILE_PREFIX) + r"([0-9a-f]{32})-tasks-(\d{1,6})/part-\d{1,6}\.arrow$")
+
+
+@dataclass(frozen=True)
+class FeedScanRef:
+    """The feed a scan reads: its id, the tasks it asks for (0: as many as the planner's
+    task-count handlers choose), its table's name (for display), and the partitions
+    DataFusion planned the scan with."""
+
+    feed_id: str
+    tasks: int
+    name: str
+    partitions: int
+
+
+def feed_folder_name(feed_id: str, tasks: int) -> str:
+    """The name of the folder of empty Arrow files a feed's table is registered over."""
+    if not re.fullmatch(r"[0-9a-f]{32}", feed_id):
+        raise ValueError(f"a feed id is 32 lowercase hex digits, got {feed_id!r}")
+    return f"{FEED_FILE_PREFIX}{feed_id}-tasks-{tasks}"
+
+
+def feed_file_name(index: int) -> str:
+    """The name of file `index` in a feed's folder."""
+    return f"part-{index}.arrow"
+
+
+def projected_columns(line: str) -> tuple[str, ...] | None:
+    """The table columns a scan's projection reads, from the scan's display line
+    (`projection=[k, CAST(tag@3 AS Utf8View) as tag]` reads k and tag); None when the scan
+    shows no projection or one this cannot read (then every column is read)."""
+    start = line.find("projection=[")
+    if start < 0:
+        return None
+    depth, position = 0, start + len("projection=[")
+    items, current = [], ""
+    for char in line[position:]:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if char == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += char
+    else:
+        return None  # no closing bracket: the line was cut
+    items.append(current.strip())
+    columns: list[str] = []
+    for item in filter(None, items):
+        references = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)@\d+", item)
+        if references:
+            columns.extend(references)
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", item):
+            columns.append(item)
+        else:
+            return None
+    return tuple(dict.fromkeys(columns))
+
+
+def is_plain_projection(line: str) -> bool:
+    """Whether a scan, by its display line, only picks table columns by name (no expression,
+    no limit): a scan of just those columns, in that order, then outputs the same."""
+    columns = projected_columns(line)
+    if not columns or "limit=" in line or "fetch=" in line:
+        return False
+    start = line.find("projection=[") + len("projection=[")
+    shown = line[start : line.find("]", start)]
+    return [item.strip() for item in shown.split(",")] == list(columns)
+
+
+def feed_scan_ref(node: bytes) -> FeedScanRef | None:
+    """The feed `node` scans, or None when it is another node (or bytes we cannot read)."""
+    if scan_kind(node) != "arrow":
+        return None
+    try:
+        groups = file_groups(node)
+    except WireError:
+        return None
+    matches = [_FEED_FILE.search(f.path) for group in groups for f in group]
+    if not matches or any(m is None for m in matches):
+        return None
+    if len({m.group(1) for m in matches}) != 1:
+        return None  # never made by a registration: one feed's table is one folder
+    first = matches[0]
+    folder = first.string[: first.start()].rstrip("/")
+    return FeedScanRef(first.group(1), int(first.group(2)), folder.rsplit("/", 1)[-1], len(groups))

@@ -1,0 +1,171 @@
+"""Reading a task's feed scans: ask for units, read each with the feed's reader, write the
+rows to local Arrow IPC files, and give back the scan reading those files.
+
+A task reads each feed scan with `partitions` threads; each asks for a unit, reads it, and
+asks for the next, so a task holds at most `partitions` units at once and a slow unit holds
+back only its own thread: the other tasks keep asking. Each thread writes one file (one
+partition of the scan), whatever the number of units it read: the scan's projection, filters
+and limit, planned over the feed's table, then apply as planned.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+
+from ..codec import with_file_groups
+from ..common.threads import map_concurrently
+from ..execution_plans.task import arrow_scan, local_file
+from .dispatch import FeedRun, Unit
+from .errors import FeedError
+from .feed import FeedReader
+
+
+class UnitSource(Protocol):
+    """Where a task attempt gets the units of one feed scan."""
+
+    def next_unit(self) -> Unit | None:
+        """The next unit for this attempt, or None when there is none left."""
+
+    def unit_failed(self, index: int, detail: str) -> None:
+        """Tell the coordinator that reading unit `index` failed (best effort)."""
+
+
+@dataclass(frozen=True)
+class FeedToRead:
+    """One feed scan of a task: the marker standing for it in the task's plan, the scan to put
+    back there, how to read its units, and from where they come."""
+
+    marker: bytes
+    scan: bytes
+    scan_id: int
+    reader: FeedReader
+    partitions: int
+    source: UnitSource
+    columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
+    plain: bool = False  # the scan only picks `columns`: the files need hold only those
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The schema of the files the task writes: only the columns the scan reads when it
+        merely picks them (the task then scans just those), else the feed's."""
+        schema = self.reader.schema
+        if self.plain and self.columns and set(self.columns) <= set(schema.names):
+            return pa.schema([schema.field(name) for name in self.columns])
+        return schema
+
+
+@dataclass(frozen=True)
+class FeedLeaf:
+    """A feed scan read: the plan bytes replacing its marker, and how many units and rows it read."""
+
+    marker: bytes
+    leaf: bytes
+    units: int
+    rows: int
+
+
+def read_feed(
+    feed: FeedToRead,
+    folder: str,
+    check: Callable[[], None],
+    on_write: Callable[[int], None] | None = None,
+) -> FeedLeaf:
+    """Read every unit the task is handed for `feed` into files in `folder` (see the module's
+    docstring); `check` is called between batches (it raises to stop), `on_write(n)` told of
+    each batch's bytes. Raises FeedError naming the unit a reader failed on."""
+    os.makedirs(folder, exist_ok=True)
+    schema = feed.file_schema
+    narrow = schema is not feed.reader.schema
+    failed = threading.Event()
+
+    def checked() -> None:
+        check()
+        if failed.is_set():
+            raise _OtherPartitionFailed()
+
+    def read_partition(partition: int) -> tuple[str, int, int] | BaseException:
+        path = os.path.join(folder, f"feed-{feed.scan_id}-part-{partition}.arrow")
+        units = rows = 0
+        try:
+            with pa.ipc.new_file(path, schema) as writer:
+                while True:
+                    checked()
+                    unit = feed.source.next_unit()
+                    if unit is None:
+                        break
+                    units += 1
+                    for batch in _read_unit(feed, unit, schema if narrow else None):
+                        checked()
+                        if on_write is not None:
+                            on_write(batch.nbytes)
+                        writer.write_batch(batch)
+                        rows += batch.num_rows
+        except BaseException as exc:  # handed back: the partitions' first real error is raised
+            failed.set()
+            return exc
+        return path, units, rows
+
+    done = map_concurrently(read_partition, list(range(feed.partitions)), feed.partitions)
+    errors = [item for item in done if isinstance(item, BaseException)]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, _OtherPartitionFailed)), errors[0])
+    groups = [[local_file(path)] for path, _, _ in done]
+    # a narrow file is scanned alone; otherwise the planned scan, with its projection, reads it
+    leaf = arrow_scan(schema, groups) if narrow else with_file_groups(feed.scan, groups)
+    return FeedLeaf(
+        feed.marker,
+        leaf,
+        sum(units for _, units, _ in done),
+        sum(rows for _, _, rows in done),
+    )
+
+
+class _OtherPartitionFailed(RuntimeError):
+    """A partition stopped because another partition of the scan failed."""
+
+
+def _read_unit(feed: FeedToRead, unit: Unit, narrow: pa.Schema | None):
+    try:
+        value = pickle.loads(unit.payload)
+        yield from feed.reader.batches(value, feed.columns, narrow)
+    except FeedError as exc:
+        feed.source.unit_failed(unit.index, exc.detail)
+        raise
+    except Exception as exc:  # the unit would not unpickle here
+        detail = f"{type(exc).__name__}: {exc}"
+        feed.source.unit_failed(unit.index, detail)
+        raise FeedError(feed.reader.name, "reader", f"#{unit.index}", detail) from exc
+
+
+def read_feeds(
+    feeds: Sequence[FeedToRead],
+    folder: str,
+    check: Callable[[], None],
+    on_write: Callable[[int], None] | None = None,
+) -> list[FeedLeaf]:
+    """`read_feed` for each of a task's feed scans, one after another."""
+    return [read_feed(feed, folder, check, on_write) for feed in feeds]
+
+
+class LocalUnits:
+    """Units of a task attempt run in the coordinator itself: asked of its FeedRun directly."""
+
+    def __init__(self, run: FeedRun, token: str, scan_id: int):
+        self.run = run
+        self.token = token
+        self.scan_id = scan_id
+
+    def next_unit(self) -> Unit | None:
+        """The next unit for this attempt (see `FeedRun.take`)."""
+        return self.run.take(self.token, self.scan_id)
+
+    def unit_failed(self, index: int, detail: str) -> None:
+        """Record the reader's failure on the run."""
+        self.run.unit_failed(self.token, self.scan_id, index, detail)
