@@ -8,6 +8,7 @@ slow tests."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,11 +35,13 @@ CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024
 def local_ray():
     """One local Ray for the module: 4 logical CPUs, no dashboard, the workers' logs kept to Ray's files."""
     started = not ray.is_initialized()
+    sigterm = signal.getsignal(signal.SIGTERM)
     if started:
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
     if started:
         ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)  # ray.init set its own: the later tests expect theirs
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +81,7 @@ def test_queries_on_ray_workers_match_single_node_and_close_leaves_nothing(
                 assert len(df.distributed_plan().stages) > 1
                 assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql)
     assert not any(os.path.exists(d) for d in cluster.spool_dirs)
+    assert ray.is_initialized()  # the Ray this process started is left running
     for actor in cluster.actors:
         assert_dead(actor)
     with pytest.raises(RuntimeError, match="closed"):
@@ -92,6 +96,8 @@ def test_queries_on_ray_workers_match_single_node_and_close_leaves_nothing(
         ({"n": 0}, "at least one worker"),
         ({"shared_spool_root": "/x"}, "do not share spools"),
         ({"auth_token": "with space"}, "token must be printable"),
+        ({"num_cpus": 0}, "num_cpus must be positive"),
+        ({"url_timeout": 0}, "must be positive numbers of seconds"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(options, error):
@@ -187,3 +193,23 @@ def test_the_example_runs():
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     assert "the same answers as single-node DataFusion; cluster closed" in out.stdout
+
+
+OWN_RAY = """
+import signal, ray
+from datafusion_distributed import RayCluster
+
+with RayCluster(1, host="127.0.0.1") as cluster:
+    print(ray.is_initialized(), len(cluster.get_urls()))
+print(ray.is_initialized(), signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_ray_the_cluster_started_is_shut_down_with_it():
+    """In a process of its own: without ray.init, the cluster starts a local Ray and shuts it
+    down on close, putting back the SIGTERM handler Ray replaced."""
+    out = subprocess.run([sys.executable, "-c", OWN_RAY], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "1", "False", "True"]

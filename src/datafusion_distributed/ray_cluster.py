@@ -17,6 +17,7 @@ import atexit
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -46,9 +47,10 @@ RETRY_PAUSE = 0.2  # seconds between questions to a restarting actor
 PLACEMENTS: dict[str, str | None] = {"strict_spread": "STRICT_SPREAD", "spread": None, "pack": "PACK"}
 
 
-class RayWorker:
+class _RayWorker:
     """The body of one worker actor: a FlightWorker on this node, its spool in a folder of
-    the node's temporary directory, made here and removed by `stop`.
+    the node's temporary directory, made here and removed by `stop`. Private: `ray.remote`
+    rewrites the signatures of the class it is given (adding a tracing argument).
 
     The folder's name is fixed for the actor (the cluster's random id and the actor's index),
     so a restarted actor finds the folder its previous process left and its spool deletes what
@@ -146,22 +148,29 @@ class RayCluster:
             raise ValueError("a Ray cluster needs at least one worker")
         if "shared_spool_root" in worker_options:
             raise ValueError("Ray workers do not share spools in place: their outputs cross Flight")
+        if num_cpus <= 0:
+            raise ValueError("num_cpus must be positive: Ray places the workers by the CPUs they reserve")
+        if start_timeout <= 0 or url_timeout <= 0:
+            raise ValueError("start_timeout and url_timeout must be positive numbers of seconds")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.placement = placement
         self.url_timeout = url_timeout
-        self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            ray.init(address=address)
-        self.n = n if n is not None else len(alive_nodes())
         self.cluster_id = uuid.uuid4().hex
         self.actors: list[Any] = []
         self._started: set[int] = set()  # the actors whose worker started: they have a spool
         self._placement_group: PlacementGroup | None = None
         self._lock = threading.RLock()  # reentrant: a signal's clean-up may interrupt close()
         self._closed = False
+        self._owns_ray = not ray.is_initialized()
+        # ray.init sets a SIGTERM handler of its own, which ray.shutdown leaves: put back this one
+        self._sigterm = signal.getsignal(signal.SIGTERM)
+        if self._owns_ray:
+            ray.init(address=address)
+        # registered after ray.init, so they run before the shutdown Ray registers at exit
         atexit.register(self.close)
         self._exit_key = exits.at_exit_signal(self.close, holds_handlers=True)
         try:
+            self.n = n if n is not None else len(alive_nodes())
             self._start(host, session_builder, num_cpus, max_restarts, actor_options or {}, worker_options)
             self.spool_dirs = self._wait_started(start_timeout)
         except BaseException:
@@ -183,7 +192,7 @@ class RayCluster:
             self._placement_group = placement_group([{"CPU": num_cpus}] * self.n, strategy=strategy)
         else:
             options.setdefault("scheduling_strategy", "SPREAD")
-        actor_class = ray.remote(RayWorker)
+        actor_class = ray.remote(_RayWorker)
         for i in range(self.n):
             if self._placement_group is not None:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
@@ -246,6 +255,8 @@ class RayCluster:
                 self._stop_actors()
             if self._owns_ray and ray.is_initialized():
                 ray.shutdown()
+                if threading.current_thread() is threading.main_thread() and self._sigterm is not None:
+                    signal.signal(signal.SIGTERM, self._sigterm)
         atexit.unregister(self.close)
         exits.forget(self._exit_key)
 
