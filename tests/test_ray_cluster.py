@@ -7,10 +7,12 @@ slow tests."""
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -105,11 +107,18 @@ def test_bad_options_are_refused_before_anything_starts(options, error):
         RayCluster(**options)
 
 
+def ray_spools() -> set[str]:
+    """The spool folders of Ray workers on this machine."""
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "datafusion-distributed-ray-*")))
+
+
 def test_a_worker_that_fails_to_start_fails_the_cluster_with_its_reason(local_ray):
+    before = ray_spools()
     with pytest.raises(
         RuntimeError, match="(?s)Ray worker 0 failed to start: .*memory_limit_bytes must be positive"
     ):
         RayCluster(1, host=LOOPBACK, memory_limit_bytes=-1, max_restarts=0)
+    assert ray_spools() <= before
 
 
 def test_more_workers_than_nodes_in_strict_spread_fail_in_time_naming_the_cause(local_ray):

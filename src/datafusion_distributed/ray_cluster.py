@@ -66,13 +66,17 @@ class _RayWorker:
     ):
         self.spool_dir = os.path.join(tempfile.gettempdir(), spool_name)
         os.makedirs(self.spool_dir, mode=0o700, exist_ok=True)
-        self.worker = FlightWorker(
-            self.spool_dir,
-            host=host or ray.util.get_node_ip_address(),
-            session_builder=session_builder,
-            auth_token=auth_token,
-            **worker_options,
-        )
+        try:
+            self.worker = FlightWorker(
+                self.spool_dir,
+                host=host or ray.util.get_node_ip_address(),
+                session_builder=session_builder,
+                auth_token=auth_token,
+                **worker_options,
+            )
+        except BaseException:  # an actor that failed to start is never stopped: leave no folder
+            shutil.rmtree(self.spool_dir, ignore_errors=True)
+            raise
 
     def url(self) -> str:
         """The worker's URL (a new port after every restart)."""
