@@ -13,6 +13,18 @@ from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerR
 from .work_unit_feed import WorkUnitFeed, read_units
 from .worker.flight_worker import FlightWorker
 
+
+def __getattr__(name: str) -> object:
+    """`RayCluster`, imported when first asked for: Ray is an optional extra, and importing it
+    costs about a second, so `import datafusion_distributed` never does (nor `import *`: it is
+    left out of `__all__`)."""
+    if name == "RayCluster":
+        from .ray_cluster import RayCluster
+
+        return RayCluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ContextClosed",
     "DistributedConfig",
