@@ -46,6 +46,9 @@ from .retry import RetryPolicy
 from .shipping import TableShipper
 
 log = logging.getLogger("datafusion_distributed.coordinator")
+# how long a failed write waits for its stopped tasks to end before deleting its staging (a
+# stopped task ends at its next batch; one that does not within this is left to its worker)
+WRITE_STOP_SECONDS = 10.0
 
 
 class QueryRun:
@@ -96,6 +99,7 @@ class QueryRun:
         self.write = (
             staged_write(plan.write, self.query_id, plan.object_stores) if plan.write is not None else None
         )
+        self._unfinished: list[Future] = []  # task calls still running when the stages stopped
         self.feed_service = feeds
         self.feeds: FeedRun | None = None  # the units of the plan's feeds, from when it runs
         self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
@@ -289,7 +293,9 @@ class QueryRun:
             for future in running:
                 future.cancel()  # not started yet: never will
             # Stopped early (cancelled, failed): `execute` releases the query at once, which
-            # stops the tasks still running; their calls end then, and nobody waits for them.
+            # stops the tasks still running; their calls end then, and only a write waits for
+            # them, so that no file is staged after its staging folder is deleted.
+            self._unfinished.extend(running)
 
     def _retry_task(
         self, stage: Stage, index: int, worker: str, exc: BaseException, attempts: dict[tuple[int, int], int]
@@ -385,7 +391,9 @@ class QueryRun:
             finally:  # whatever happened, every worker that ran a task is told
                 self.release()
                 if self.write is not None:
-                    self.write.abort()  # again: a task stopped by the release may have staged more
+                    # again, once the tasks the release stopped have ended: they may have staged more
+                    wait(self._unfinished, timeout=WRITE_STOP_SECONDS)
+                    self.write.abort()
 
     def _start_feeds(self) -> None:
         """Get the units of the plan's feeds ready to hand out (their providers start as the
