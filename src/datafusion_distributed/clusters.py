@@ -71,7 +71,7 @@ class EmbeddedCluster:
             raise
         # on SIGTERM or SIGHUP the process ends, and its workers with it: only the folder is left
         exit_key = exits.at_exit_signal(
-            functools.partial(shutil.rmtree, self._root, ignore_errors=True), holds_handlers=True
+            functools.partial(_remove_spools_at_exit, self.workers, self._root), holds_handlers=True
         )
         self._finalizer = weakref.finalize(self, _stop_embedded, self.workers, self._root, exit_key)
 
@@ -92,6 +92,18 @@ class EmbeddedCluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _remove_spools_at_exit(workers: list[FlightWorker], root: str) -> None:
+    """Delete the spools as a signal ends the process: the tasks are stopped first, and the
+    folder deleted again (a few times, briefly) while a task that was mid-write recreates it."""
+    for worker in workers:
+        worker.cancel_all_tasks()
+    for _ in range(10):
+        shutil.rmtree(root, ignore_errors=True)
+        if not os.path.exists(root):
+            return
+        time.sleep(0.05)
 
 
 def _stop_embedded(workers: list[FlightWorker], root: str, exit_key: int | None = None) -> None:

@@ -434,11 +434,16 @@ class FlightWorker(flight.FlightServerBase):
             for query_id in self.spool.sweep():
                 log.info("swept abandoned query %s from the spool", query_id)
 
+    def cancel_all_tasks(self) -> None:
+        """Stop every running task at its next batch and refuse new ones (the worker or its
+        process is ending)."""
+        self._cancelled.cancel_all()
+
     def stop(self) -> None:
         """Stop serving and close connections to other workers. Running tasks are stopped, not
         waited for: their calls fail naming this worker as lost, so their coordinators run them
         elsewhere."""
         self._stopped.set()
-        self._cancelled.cancel_all()
+        self.cancel_all_tasks()
         self.shutdown()
         self._clients.close()
