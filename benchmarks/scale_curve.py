@@ -1,7 +1,7 @@
 """The TPC-H side-by-side suite at several scale factors: how distribution's cost grows with the work.
 
     python benchmarks/scale_curve.py --sf 1,3 --embedded --memory
-    python benchmarks/scale_curve.py --sf 1,3,10 --embedded --memory --iterations 1   # SF 10: ~4 GB of disk
+    python benchmarks/scale_curve.py --sf 10 --memory --iterations 1 --warmup 0   # SF 10: ~4 GB of disk
 
 For each scale factor, `tpch.py` runs in a fresh process (data generated on first use, as
 `tpch.py` does) with the options given here, so that one scale factor's memory does not carry
@@ -31,6 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sf", default="1,3", help="comma-separated scale factors (default 1,3)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--iterations", type=int, default=3, help="timed runs of each query (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
     p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
     p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
     p.add_argument("--memory", action="store_true", help="record peak resident memory (Linux)")
@@ -60,6 +61,8 @@ def run_suite(args: argparse.Namespace, sf: float, output: Path) -> dict:
         str(args.workers),
         "--iterations",
         str(args.iterations),
+        "--warmup",
+        str(args.warmup),
         "--output",
         str(output),
     ]
@@ -125,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.output) if args.output else RESULTS_DIR / f"scale-curve-w{args.workers}-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    curve: dict = {"workers": args.workers, "iterations": args.iterations, "points": {}}
+    curve: dict = {
+        "workers": args.workers,
+        "iterations": args.iterations,
+        "warmup": args.warmup,
+        "points": {},
+    }
     for sf in scale_factors(args.sf):
         result = run_suite(args, sf, out.with_name(f"{out.stem}-sf{sf:g}.json"))
         curve["points"][f"{sf:g}"] = point(result)
