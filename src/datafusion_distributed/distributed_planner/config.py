@@ -43,7 +43,7 @@ class PlanningSettings:
             its own (0 always makes it a stage). At least 0. Default 8 MiB.
         broadcast_total_rows, broadcast_total_bytes, broadcast_row_bytes: when a hash join
             collects its smaller side whole in every task of the other side (a broadcast)
-            instead of shuffling both sides; see `datafusion_settings` for the rule. The totals
+            instead of shuffling both sides; `PlannerConfig.broadcast_thresholds` has the rule. The totals
             are a memory budget: what all the copies of a broadcast side together (one per
             worker) may add up to. `broadcast_row_bytes` is what one row of a side is assumed
             to take when DataFusion cannot estimate the side's bytes (any string column), so
