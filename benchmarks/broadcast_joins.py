@@ -6,7 +6,7 @@
 Runs each query, interleaved and 3 times, on single-node DataFusion and on two
 DistributedContexts sharing one LocalCluster: one with the `--baseline` thresholds for
 collecting a hash join's smaller side (default DataFusion's own: 131072 rows, 1 MiB) and one
-with `--rows` / `--bytes` per copy (by default what DistributedConfig.broadcast_total_rows/bytes
+with `--rows` / `--bytes` per copy (by default what DistributedConfig's broadcast settings
 give for `--workers`). Every answer is checked against single-node;
 medians are printed with the stage counts of both plans.
 """
@@ -45,10 +45,9 @@ def main() -> None:
     )
     parser.add_argument("--iterations", type=int, default=3)
     args = parser.parse_args()
-    args.rows = args.rows if args.rows is not None else DistributedConfig.broadcast_total_rows // args.workers
-    args.bytes = (
-        args.bytes if args.bytes is not None else DistributedConfig.broadcast_total_bytes // args.workers
-    )
+    default_rows, default_bytes = DistributedConfig().planner(args.workers).broadcast_thresholds()
+    args.rows = args.rows if args.rows is not None else default_rows
+    args.bytes = args.bytes if args.bytes is not None else default_bytes
     queries = [int(q) for q in args.queries.split(",")] if args.queries else list(TPCH_QUERY_NUMBERS)
     path = tpch_data(args.sf)
     single = SessionContext(SessionConfig().with_target_partitions(args.workers))
@@ -65,6 +64,7 @@ def main() -> None:
                 partitions_per_task=1,
                 broadcast_total_rows=rows * args.workers,
                 broadcast_total_bytes=size * args.workers,
+                broadcast_row_bytes=1,  # the row threshold is the one given
             )
             contexts[name] = DistributedContext(ctx, workers=cluster, config=config)
         print(f"{'query':>5} {'single':>8} {'baseline':>11} {'broadcast':>10}  stages")

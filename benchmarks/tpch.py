@@ -16,12 +16,25 @@ processes, Linux only) the workers'. On a machine whose cores both sides keep bu
 ratio is the floor under the time ratio: it is the extra work distribution does (exchange
 files written and read, build sides computed by every task), apart from waiting.
 
+Two settings of the library can be compared in the same run: ``--variant NAME:SETTING=VALUE,...``
+adds a distributed side (and an embedded one with ``--embedded``) planned with those
+``DistributedConfig`` settings, over a ``LocalCluster`` of its own, interleaved with the others:
+
+    python benchmarks/tpch.py --embedded --memory --variant before:broadcast_row_bytes=32
+
+``--memory`` records each side's peak resident memory per query, summed over its processes
+(Linux only): every process's high-water mark (VmHWM) is reset through ``/proc/PID/clear_refs``
+before each run and read after it. Single-node and the embedded cluster run in this process, so
+their figures include what this process holds anyway (the coordinators, what its allocator
+kept from earlier runs); a ``LocalCluster``'s sum is this process's peak plus its workers'.
+
 Results are written as JSON to ``benchmarks/results/`` (git-ignored).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -39,6 +52,7 @@ import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.coordinator.settings import parse_value
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
 
@@ -64,6 +78,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="spool codec (default auto: none, as LocalCluster workers read each other's files in place)",
     )
     p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:SETTING=VALUE,...",
+        help="also run distributed with these DistributedConfig settings (repeatable)",
+    )
+    p.add_argument(
+        "--memory", action="store_true", help="record each side's peak resident memory per query (Linux)"
+    )
     p.add_argument("--compare", metavar="OLD.json", help="print the change against an earlier result")
     p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
     return p.parse_args(argv)
@@ -98,15 +122,49 @@ def cpu_seconds(pids: list[int]) -> float | None:
     return usage.ru_utime + usage.ru_stime + sum(others)
 
 
-def timed(run, pids: list[int]) -> tuple[float, float | None, pa.Table]:
-    """Wall seconds, CPU seconds (this process and `pids`) and the table of `run()`."""
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """`NAME:SETTING=VALUE,...` as a name and DistributedConfig settings (read by their types)."""
+    name, _, settings = spec.partition(":")
+    if not name or not settings:
+        raise SystemExit(f"--variant takes NAME:SETTING=VALUE,..., got {spec!r}")
+    values = {}
+    for item in settings.split(","):
+        key, _, text = item.partition("=")
+        try:
+            values[key.strip()] = parse_value(key.strip(), text.strip())
+        except ValueError as exc:
+            raise SystemExit(f"--variant {name}: {exc}") from None
+    return name, values
+
+
+def reset_peak_rss(pids: list[int]) -> None:
+    """Reset the resident-memory high-water mark (VmHWM) of this process and of `pids`."""
+    for pid in ["self", *pids]:
+        with open(f"/proc/{pid}/clear_refs", "w") as clear:
+            clear.write("5")
+
+
+def peak_rss_mb(pids: list[int]) -> float:
+    """This process's peak resident memory plus that of `pids`, in MB, since the last reset."""
+    total = 0
+    for pid in ["self", *pids]:
+        with open(f"/proc/{pid}/status") as status:
+            total += next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return total / 1024
+
+
+def timed(run, pids: list[int], memory: bool = False) -> tuple[float, float | None, float | None, pa.Table]:
+    """Wall seconds, CPU seconds (this process and `pids`), peak resident MB of this process
+    and `pids` together (with `memory`, else None) and the table of `run()`."""
+    if memory:
+        reset_peak_rss(pids)
     cpu_start = cpu_seconds(pids)
     start = time.perf_counter()
     table = run()
     seconds = time.perf_counter() - start
     cpu_end = cpu_seconds(pids)
     cpu = None if cpu_start is None or cpu_end is None else cpu_end - cpu_start
-    return seconds, cpu, table
+    return seconds, cpu, peak_rss_mb(pids) if memory else None, table
 
 
 def git_commit() -> str | None:
@@ -125,16 +183,18 @@ def git_commit() -> str | None:
         return None
 
 
-def summary(times: list[float], cpus: list[float | None]) -> dict:
+def summary(times: list[float], cpus: list[float | None], peaks: list[float | None]) -> dict:
     if not times:
-        return {"best": None, "median": None, "runs": [], "cpu_median": None, "cpu_runs": []}
+        return {"best": None, "median": None, "runs": [], "cpu_median": None, "cpu_runs": [], "peak_mb": None}
     known = [c for c in cpus if c is not None]
+    measured = [m for m in peaks if m is not None]
     return {
         "best": min(times),
         "median": statistics.median(times),
         "runs": times,
         "cpu_median": statistics.median(known) if len(known) == len(cpus) else None,
         "cpu_runs": cpus,
+        "peak_mb": max(measured) if measured else None,
     }
 
 
@@ -160,26 +220,35 @@ def run(args: argparse.Namespace) -> int:
         compression=None if args.compression == "none" else args.compression,
     )
 
+    variants = dict(parse_variant(spec) for spec in args.variant)
     contexts: dict[str, DistributedContext] = {}
-    cluster = LocalCluster(args.workers)
+    clusters: dict[str, LocalCluster] = {}
+    # The workers' CPU and memory count for the worker processes; the embedded cluster's are this process's.
+    pids: dict[str, list[int]] = {SINGLE: []}
     try:
-        dist_ctx = SessionContext()
-        register_tpch(dist_ctx, data)
-        contexts[DISTRIBUTED] = DistributedContext(dist_ctx, workers=cluster, config=config)
-        if args.embedded:
-            emb_ctx = SessionContext()
-            register_tpch(emb_ctx, data)
-            contexts[EMBEDDED] = DistributedContext(emb_ctx, config=config)
+        for suffix, settings in [("", {}), *((f":{name}", values) for name, values in variants.items())]:
+            variant_config = dataclasses.replace(config, **settings)
+            cluster = clusters[DISTRIBUTED + suffix] = LocalCluster(args.workers)
+            dist_ctx = SessionContext()
+            register_tpch(dist_ctx, data)
+            contexts[DISTRIBUTED + suffix] = DistributedContext(
+                dist_ctx, workers=cluster, config=variant_config
+            )
+            pids[DISTRIBUTED + suffix] = [p.pid for p in cluster.processes]
+            if args.embedded:
+                emb_ctx = SessionContext()
+                register_tpch(emb_ctx, data)
+                contexts[EMBEDDED + suffix] = DistributedContext(emb_ctx, config=variant_config)
+                pids[EMBEDDED + suffix] = []
 
         modes = [SINGLE, *contexts]
         runners = {SINGLE: lambda sql: single_ctx.sql(sql).to_arrow_table()}
         for mode, dctx in contexts.items():
             runners[mode] = lambda sql, d=dctx: d.sql(sql).to_arrow_table()
 
-        # The workers' CPU counts for the worker processes; the embedded cluster's is this process's.
-        pids = {SINGLE: [], DISTRIBUTED: [p.pid for p in cluster.processes], EMBEDDED: []}
         times: dict[int, dict[str, list[float]]] = {n: {m: [] for m in modes} for n in numbers}
         cpus: dict[int, dict[str, list[float | None]]] = {n: {m: [] for m in modes} for n in numbers}
+        peaks: dict[int, dict[str, list[float | None]]] = {n: {m: [] for m in modes} for n in numbers}
         errors: dict[int, str] = {}
         stages: dict[int, int] = {}
         print(
@@ -191,15 +260,18 @@ def run(args: argparse.Namespace) -> int:
         for n in numbers:
             sql = tpch_query(n)
             try:
-                stages[n] = len(contexts[DISTRIBUTED].sql(sql).distributed_plan().stages)
+                stages[n] = {m: len(d.sql(sql).distributed_plan().stages) for m, d in contexts.items()}
                 for i in range(args.warmup + args.iterations):
                     order = modes if i % 2 == 0 else modes[::-1]
                     answers = {}
                     for mode in order:
-                        seconds, cpu, answers[mode] = timed(lambda m=mode, s=sql: runners[m](s), pids[mode])
+                        seconds, cpu, peak, answers[mode] = timed(
+                            lambda m=mode, s=sql: runners[m](s), pids[mode], args.memory
+                        )
                         if i >= args.warmup:
                             times[n][mode].append(seconds)
                             cpus[n][mode].append(cpu)
+                            peaks[n][mode].append(peak)
                     for mode in contexts:
                         assert_tables_equal(answers[mode], answers[SINGLE], sql=sql)
             except Exception as exc:  # keep going: one broken query must not hide the others
@@ -208,12 +280,14 @@ def run(args: argparse.Namespace) -> int:
             line = "  ".join(
                 f"{m} {fmt(statistics.median(times[n][m])).strip()}s" for m in modes if times[n][m]
             )
-            status = "FAILED" if n in errors else f"{stages.get(n, '?')} stages"
+            shown = "/".join(str(c) for c in stages.get(n, {}).values()) or "?"
+            status = "FAILED" if n in errors else f"{shown} stages"
             print(f"  q{n:02d}: {line}  ({status})", flush=True)
     finally:
         for dctx in contexts.values():
             dctx.close()
-        cluster.close()
+        for cluster in clusters.values():
+            cluster.close()
 
     result = {
         "meta": {
@@ -227,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
             "iterations": args.iterations,
             "warmup": args.warmup,
             "compression": args.compression,
+            "variants": {name: {k: repr(v) for k, v in values.items()} for name, values in variants.items()},
+            "memory": args.memory,
             "datafusion": datafusion.__version__,
             "pyarrow": pa.__version__,
             "python": platform.python_version(),
@@ -235,8 +311,9 @@ def run(args: argparse.Namespace) -> int:
         },
         "queries": {
             f"q{n:02d}": {
-                **{m: summary(times[n][m], cpus[n][m]) for m in modes},
-                "stages": stages.get(n),
+                **{m: summary(times[n][m], cpus[n][m], peaks[n][m]) for m in modes},
+                "stages": stages.get(n, {}).get(DISTRIBUTED),
+                "variant_stages": stages.get(n),
                 "error": errors.get(n),
             }
             for n in numbers
@@ -274,9 +351,16 @@ def totals(result: dict, modes: list[str]) -> dict:
         values = [result["queries"][q][mode].get(key) for q in ok]
         return None if any(v is None for v in values) else sum(values)
 
+    def peak(mode: str) -> float | None:
+        values = [result["queries"][q][mode].get("peak_mb") for q in ok]
+        return None if not values or any(v is None for v in values) else max(values)
+
     return {
         "queries": len(ok),
-        **{m: {key: total(m, key) for key in ("best", "median", "cpu_median")} for m in modes},
+        **{
+            m: {**{key: total(m, key) for key in ("best", "median", "cpu_median")}, "peak_mb": peak(m)}
+            for m in modes
+        },
     }
 
 
@@ -304,6 +388,26 @@ def print_table(result: dict, modes: list[str]) -> None:
         "(seconds; ratio = median distributed / median single-node; cpu = the same for CPU seconds,"
         " coordinator and workers together; total = sum over queries)"
     )
+    if any(t[m]["peak_mb"] for m in modes):
+        print_memory(result, modes)
+
+
+def print_memory(result: dict, modes: list[str]) -> None:
+    """Peak resident MB per query and side, summed over the side's processes."""
+    print()
+    print(
+        f"{'query':>5} "
+        + " ".join(f"{m:>20}" for m in modes)
+        + "   (peak resident MB, summed over processes)"
+    )
+    for q, r in [*result["queries"].items(), ("max", result["totals"])]:
+        cells = []
+        for m in modes:
+            peak, single = r[m].get("peak_mb"), r[SINGLE].get("peak_mb")
+            cells.append(
+                "-" if peak is None else f"{peak:.0f}" + (f" ({peak / single:.2f})" if single else "")
+            )
+        print(f"{q:>5} " + " ".join(f"{c:>20}" for c in cells))
 
 
 def ratios(run: dict, single: dict) -> str:

@@ -17,6 +17,7 @@ INVALID = {
     "broadcast_inline_bytes": -1,
     "broadcast_total_rows": -1,
     "broadcast_total_bytes": -1,
+    "broadcast_row_bytes": 0,
     "embedded_workers": 0,
     "compression": "gzip",
     "connect_timeout": 0.0,
@@ -37,7 +38,7 @@ def test_defaults_are_the_documented_ones():
     assert repr(DistributedConfig()) == (
         "DistributedConfig(partitions_per_task=2, bytes_per_partition=16777216, cardinality_factor=1.0, "
         "max_tasks_per_stage=0, broadcast_inline_bytes=8388608, broadcast_total_rows=4000000, "
-        "broadcast_total_bytes=134217728, memory_table_inline_bytes=1048576, embedded_workers=2, "
+        "broadcast_total_bytes=134217728, broadcast_row_bytes=64, memory_table_inline_bytes=1048576, embedded_workers=2, "
         "compression='auto', connect_timeout=30.0, "
         "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
         "tls_root_certs=None, tls_client_cert=None, tls_client_key=None, feed_host='127.0.0.1')"
@@ -61,10 +62,23 @@ def planned_with(target_partitions: int, join_rows: int, join_bytes: int) -> dic
 
 @pytest.mark.parametrize(
     ("workers", "expected"),
-    [(1, planned_with(2, 4_000_000, 128 * MiB)), (3, planned_with(6, 1_333_333, 128 * MiB // 3))],
+    [
+        # 128 MiB at 64 bytes a row: 2097152 rows over the cluster, under the 4000000 cap
+        (1, planned_with(2, 2_097_152, 128 * MiB)),
+        (2, planned_with(4, 1_048_576, 64 * MiB)),
+        (3, planned_with(6, 699_050, 128 * MiB // 3)),
+    ],
 )
-def test_planning_settings_divide_the_broadcast_totals_by_the_workers(workers, expected):
+def test_planning_settings_divide_the_broadcast_budget_by_the_workers(workers, expected):
     assert DistributedConfig().planner(workers).datafusion_settings() == expected
+
+
+def test_the_row_threshold_is_the_byte_budget_at_the_row_size_capped_by_the_total_rows():
+    wide_rows = DistributedConfig(broadcast_total_bytes=64 * MiB, broadcast_row_bytes=1024)
+    assert wide_rows.planner(2).broadcast_thresholds() == (32_768, 32 * MiB)
+    narrow_rows = DistributedConfig(broadcast_total_rows=1_000_000, broadcast_row_bytes=1)
+    assert narrow_rows.planner(2).broadcast_thresholds() == (500_000, 64 * MiB)
+    assert DistributedConfig(broadcast_total_rows=None).planner(2).broadcast_thresholds() is None
 
 
 @pytest.mark.parametrize("workers", [1, 3])

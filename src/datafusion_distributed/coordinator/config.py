@@ -14,7 +14,7 @@ class DistributedConfig(PlanningSettings):
 
     The planning settings (`partitions_per_task`, `bytes_per_partition`, `cardinality_factor`,
     `max_tasks_per_stage`, `broadcast_inline_bytes`, `broadcast_total_rows`,
-    `broadcast_total_bytes`, `memory_table_inline_bytes`) are those of `PlanningSettings`, documented there; the others
+    `broadcast_total_bytes`, `broadcast_row_bytes`, `memory_table_inline_bytes`) are those of `PlanningSettings`, documented there; the others
     decide how the coordinator runs a plan.
 
     Attributes:

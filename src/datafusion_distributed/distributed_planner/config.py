@@ -41,16 +41,16 @@ class PlanningSettings:
         broadcast_inline_bytes: a join's build side that scans at most this many bytes and
             reads no other stage is computed by every consumer task instead of being a stage of
             its own (0 always makes it a stage). At least 0. Default 8 MiB.
-        broadcast_total_rows, broadcast_total_bytes: what all the copies of a broadcast join
-            side may add up to. A hash join side DataFusion estimates under these divided by
-            the number of workers is broadcast (collected whole by each task of the other side)
-            instead of both sides being shuffled: they set DataFusion's
-            `hash_join_single_partition_threshold_rows` / `hash_join_single_partition_threshold`
-            for planning (its own defaults, 131072 rows and 1 MiB, suit one machine). Dividing
-            by the workers keeps a broadcast cheaper than the shuffle it replaces as the cluster
-            grows. At least 0. Defaults 4000000 rows and 128 MiB (2000000 rows and 64 MiB per
-            copy on 2 workers); `broadcast_total_rows=None` leaves DataFusion's settings as
-            they are.
+        broadcast_total_rows, broadcast_total_bytes, broadcast_row_bytes: when a hash join
+            collects its smaller side whole in every task of the other side (a broadcast)
+            instead of shuffling both sides; `PlannerConfig.broadcast_thresholds` has the rule. The totals
+            are a memory budget: what all the copies of a broadcast side together (one per
+            worker) may add up to. `broadcast_row_bytes` is what one row of a side is assumed
+            to take when DataFusion cannot estimate the side's bytes (any string column), so
+            that the byte budget bounds such sides too. At least 0 (`broadcast_row_bytes` at
+            least 1). Defaults 4000000 rows, 128 MiB and 64 bytes: on 2 workers, 64 MiB or
+            1048576 rows per copy. `broadcast_total_rows=None` leaves DataFusion's settings
+            as they are.
         memory_table_inline_bytes: a memory table (`from_pandas`, `register_record_batches`,
             a MemTable) whose data is larger than this is written once by the coordinator, as
             Arrow IPC files its workers read like an exchange's outputs, instead of travelling
@@ -67,6 +67,7 @@ class PlanningSettings:
     broadcast_inline_bytes: int = 8 * MiB
     broadcast_total_rows: int | None = 4_000_000
     broadcast_total_bytes: int = 128 * MiB
+    broadcast_row_bytes: int = 64
     memory_table_inline_bytes: int = 1 * MiB
 
     def __post_init__(self) -> None:
@@ -85,6 +86,7 @@ class PlanningSettings:
         require(
             self.broadcast_total_bytes >= 0, "broadcast_total_bytes", "at least 0", self.broadcast_total_bytes
         )
+        require(self.broadcast_row_bytes >= 1, "broadcast_row_bytes", "at least 1", self.broadcast_row_bytes)
         require(
             self.memory_table_inline_bytes >= 0,
             "memory_table_inline_bytes",
@@ -129,18 +131,37 @@ class PlannerConfig(PlanningSettings):
             cap = min(cap, self.max_tasks_per_stage)
         return cap
 
+    def broadcast_thresholds(self) -> tuple[int, int] | None:
+        """The largest join side, in (rows, bytes) per copy, that is broadcast rather than
+        shuffled, or None when `broadcast_total_rows` is None (DataFusion's settings stay).
+
+        The cost model: a broadcast puts a copy of the side on every worker, so it costs
+        `side bytes x workers` of memory (and of transfer, once); a shuffle moves both sides
+        once and holds each row of the side on one worker only. DataFusion builds on the
+        smaller side, so on 2 workers a broadcast never moves more than the shuffle it
+        replaces, and memory decides: a side is broadcast only while all of its copies stay
+        within `broadcast_total_bytes`. On more workers the copies grow with the cluster while
+        a shuffle does not, and the same budget, divided by more workers, admits only smaller
+        sides. DataFusion compares its estimate of a side's bytes with the byte threshold
+        and, only when it has no such estimate (a side with a string column, or below a join),
+        its row estimate with the row threshold: the rows the budget holds at
+        `broadcast_row_bytes` a row, so that a side of unknown size is not copied past the
+        budget (TPC-H q18's 1.5 M-row customer-orders side, about 1 GB built in each worker,
+        is shuffled on 2 workers, while `part`, `customer` and `partsupp` stay broadcast).
+        `broadcast_total_rows` caps the rows whatever the row size."""
+        if self.broadcast_total_rows is None:
+            return None
+        budget_rows = min(self.broadcast_total_rows, self.broadcast_total_bytes // self.broadcast_row_bytes)
+        return budget_rows // self.workers, self.broadcast_total_bytes // self.workers
+
     def datafusion_settings(self) -> dict[str, str]:
         """The DataFusion settings the query is planned with, over the session's own (see
         docs/configuration.md): the target partitions and, unless `broadcast_total_rows` is
-        None, the hash join thresholds of a broadcast."""
+        None, the hash join thresholds of a broadcast (`broadcast_thresholds`)."""
         settings = {"datafusion.execution.target_partitions": str(self.target_partitions)}
-        if self.broadcast_total_rows is not None:
-            # A join side this small is broadcast (collected whole by every task) rather than
-            # both sides shuffled: copying a small side to each worker beats moving every row
-            # of a big one, as long as all the copies together stay small.
-            rows = self.broadcast_total_rows // self.workers
+        thresholds = self.broadcast_thresholds()
+        if thresholds is not None:
+            rows, size = thresholds
             settings["datafusion.optimizer.hash_join_single_partition_threshold_rows"] = str(rows)
-            settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(
-                self.broadcast_total_bytes // self.workers
-            )
+            settings["datafusion.optimizer.hash_join_single_partition_threshold"] = str(size)
         return settings
