@@ -21,6 +21,8 @@ from datafusion_distributed import (
     WorkUnitFeed,
     read_units,
 )
+from datafusion_distributed.coordinator.scheduler import _feed_would_leak_token
+from datafusion_distributed.test_utils.forced import forced_distribution
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +220,29 @@ def test_a_feed_of_another_context_is_refused():
                 QueryFailed, match="the feed table 'events' registered by another DistributedContext"
             ):
                 second.sql("SELECT count(*) FROM events").collect()
+
+
+def test_workers_reached_over_tls_never_ask_a_plain_feed_service_off_loopback():
+    # refused before any task is sent: the workers would send the cluster's token in the clear
+    forced = forced_distribution(feed_host="192.0.2.10", auth_token="t" * 32)
+    with DistributedContext(
+        SessionContext(), workers=["grpc+tls://127.0.0.1:9", "grpc+tls://127.0.0.1:10"], **forced
+    ) as tls:
+        register_events(tls, units=4)
+        with pytest.raises(QueryFailed, match="feed service serves plain gRPC on 192.0.2.10"):
+            tls.sql("SELECT count(*) FROM events").collect()
+
+
+@pytest.mark.parametrize(
+    ("host", "workers", "leaks"),
+    [
+        ("192.0.2.10", ["grpc+tls://w:1"], True),
+        ("coordinator.example", ["grpc://w:1", "grpc+tls://v:1"], True),
+        ("127.0.0.1", ["grpc+tls://w:1"], False),
+        ("localhost", ["grpc+tls://w:1"], False),
+        ("::1", ["grpc+tls://w:1"], False),
+        ("192.0.2.10", ["grpc://w:1"], False),
+    ],
+)
+def test_which_feed_hosts_tls_workers_may_ask(host, workers, leaks):
+    assert _feed_would_leak_token(host, workers) is leaks

@@ -11,6 +11,7 @@ worker it sent a task to, when the query ends, fails or is abandoned.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import logging
 import time
 import uuid
@@ -402,6 +403,13 @@ class QueryRun:
             return
         if self.feed_service is None:
             raise QueryFailed("the plan reads a work-unit feed, but the run was given no feed service")
+        if self.plan.is_distributed and _feed_would_leak_token(self.feed_service.host, self.workers):
+            raise QueryFailed(
+                "the plan reads a work-unit feed, and the workers are reached over TLS, but the "
+                f"coordinator's feed service serves plain gRPC on {self.feed_service.host}: workers would "
+                "send it the cluster's token unencrypted. Run the workers where they reach the "
+                "coordinator on loopback (feed_host 127.0.0.1), or read the data as a table"
+            )
         try:
             self.feeds = self.feed_service.start(
                 self.query_id, self.plan.feeds, serve=self.plan.is_distributed
@@ -455,3 +463,14 @@ class QueryRun:
         except WORKER_ERRORS as exc:
             return exc
         return None
+
+
+def _feed_would_leak_token(feed_host: str, workers: Sequence[str]) -> bool:
+    """Whether workers reached over TLS would ask a feed service that is not on loopback (it
+    serves plain gRPC, and every call carries the cluster's token)."""
+    if not any(url.startswith("grpc+tls://") for url in workers):
+        return False
+    try:
+        return not ipaddress.ip_address(feed_host).is_loopback
+    except ValueError:  # a host name
+        return feed_host != "localhost"
