@@ -83,16 +83,12 @@ class HeadStage:
         if not final.feeds:
             return []
         token = run.feeds.begin(final.id, task)
-        feeds = [
-            FeedToRead(
-                scan.marker,
-                scan.scan,
-                scan.scan_id,
+        feeds = [  # all the scan's partitions: the head runs a stage as its only task
+            FeedToRead.of(
+                scan,
                 run.feeds.feed_of(scan.scan_id).reader,
-                scan.partitions,  # the head runs a stage as its only task
+                scan.partitions,
                 LocalUnits(run.feeds, token, scan.scan_id),
-                scan.columns,
-                scan.plain,
             )
             for scan in final.feeds
         ]

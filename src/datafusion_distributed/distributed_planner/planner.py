@@ -228,9 +228,9 @@ def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
             edge.whole
             and fragment.tasks > 1
             and all(e.fragment.table for e in _cut_edges(edge.fragment))
-            and not _stage_feeds(edge.fragment)  # each consumer task would read every unit
+            and not _stage_leaves(edge.fragment, "feeds")  # each consumer task would read every unit
         ):
-            scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_scans(edge.fragment))
+            scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_leaves(edge.fragment, "scans"))
             edge.inline = scanned <= config.broadcast_inline_bytes
 
 
@@ -242,20 +242,14 @@ def _cut_edges(fragment: _Fragment) -> list[_Edge]:
     return cut
 
 
-def _stage_scans(fragment: _Fragment) -> list[tuple[PlanNode, bool]]:
-    scans = list(fragment.scans)
+def _stage_leaves(fragment: _Fragment, kind: str) -> list[tuple[PlanNode, bool]]:
+    """The fragment's leaves of `kind` ("scans" or "feeds"), looking through folded edges,
+    each with whether the stage reads it whole."""
+    leaves = list(getattr(fragment, kind))
     for edge in fragment.edges:
         if edge.inline:
-            scans.extend((scan, whole or edge.whole) for scan, whole in _stage_scans(edge.fragment))
-    return scans
-
-
-def _stage_feeds(fragment: _Fragment) -> list[tuple[PlanNode, bool]]:
-    feeds = list(fragment.feeds)
-    for edge in fragment.edges:
-        if edge.inline:
-            feeds.extend((feed, whole or edge.whole) for feed, whole in _stage_feeds(edge.fragment))
-    return feeds
+            leaves.extend((leaf, whole or edge.whole) for leaf, whole in _stage_leaves(edge.fragment, kind))
+    return leaves
 
 
 def _replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
@@ -364,7 +358,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
     fragment.stage_id = len(stages)
     markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
     feeds = []
-    for node, whole in _stage_feeds(fragment):
+    for node, whole in _stage_leaves(fragment, "feeds"):
         scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
         ref = feed_scan_ref(node.raw)
         feeds.append(
@@ -410,7 +404,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
         )
     # Each scan's files, kind and share per task, decoded once for all the stage's tasks.
     scans = []
-    for scan, whole in _stage_scans(fragment):
+    for scan, whole in _stage_leaves(fragment, "scans"):
         groups = file_groups(scan.raw)
         every = list(range(len(groups)))
         shares = (

@@ -37,6 +37,16 @@ class UnitSource(Protocol):
         """Tell the coordinator that reading unit `index` failed (best effort)."""
 
 
+class ScanOfFeed(Protocol):
+    """What a stage's FeedScan and a task's FeedTask both say of a feed scan."""
+
+    marker: bytes
+    scan: bytes
+    scan_id: int
+    columns: tuple[str, ...] | None
+    plain: bool
+
+
 @dataclass(frozen=True)
 class FeedToRead:
     """One feed scan of a task: the marker standing for it in the task's plan, the scan to put
@@ -59,6 +69,12 @@ class FeedToRead:
         if self.plain and self.columns and set(self.columns) <= set(schema.names):
             return pa.schema([schema.field(name) for name in self.columns])
         return schema
+
+    @classmethod
+    def of(cls, scan: ScanOfFeed, reader: FeedReader, partitions: int, source: UnitSource) -> FeedToRead:
+        """The feed scan `scan` (a stage's FeedScan, or the FeedTask a worker is sent) read by
+        `reader` over `partitions` partitions, its units from `source`."""
+        return cls(scan.marker, scan.scan, scan.scan_id, reader, partitions, source, scan.columns, scan.plain)
 
 
 @dataclass(frozen=True)

@@ -393,16 +393,7 @@ class FlightWorker(flight.FlightServerBase):
         ]
         try:
             feeds = [
-                FeedToRead(
-                    f.marker,
-                    f.scan,
-                    f.scan_id,
-                    pickle.loads(f.reader),
-                    f.partitions,
-                    source,
-                    f.columns,
-                    f.plain,
-                )
+                FeedToRead.of(f, pickle.loads(f.reader), f.partitions, source)
                 for f, source in zip(message.feeds, sources, strict=True)
             ]
             return read_feeds(
