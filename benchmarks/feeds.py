@@ -74,27 +74,43 @@ def bench_files(args) -> None:
 
 
 def _files(args, folder, paths, schema, config: DistributedConfig, cluster: LocalCluster | None) -> None:
-    parquet_ctx, feed_ctx, single = SessionContext(), SessionContext(), SessionContext()
+    parquet_ctx, files_ctx, groups_ctx, single = (
+        SessionContext(),
+        SessionContext(),
+        SessionContext(),
+        SessionContext(),
+    )
     parquet_ctx.register_parquet("lineitem", str(folder))
     single.register_parquet("lineitem", str(folder))
     with (
-        DistributedContext(parquet_ctx, workers=cluster, config=config) as as_files,
-        DistributedContext(feed_ctx, workers=cluster, config=config) as as_feed,
+        DistributedContext(parquet_ctx, workers=cluster, config=config) as as_table,
+        DistributedContext(files_ctx, workers=cluster, config=config) as as_files,
+        DistributedContext(groups_ctx, workers=cluster, config=config) as as_groups,
     ):
-        as_feed.register_feed("lineitem", lambda: iter(row_groups(paths)), read_row_group, schema)
-        print(f"lineitem SF {args.sf}: {len(paths)} files, {len(row_groups(paths))} row groups (units)")
-        print(f"{'query':<6} {'parquet':>9} {'feed':>9} {'feed/parquet':>13}")
+        as_files.register_feed("lineitem", lambda: iter(paths), "parquet", schema)
+        as_groups.register_feed("lineitem", lambda: iter(row_groups(paths)), read_row_group, schema)
+        print(
+            f"lineitem SF {args.sf}: {len(paths)} files (the Parquet feed's units), "
+            f"{len(row_groups(paths))} row groups (the reader feed's units)"
+        )
+        sides = {"table": as_table, "files": as_files, "groups": as_groups}
+        print(
+            f"{'query':<6} {'table':>8} {'files':>8} {'groups':>8} {'files/table':>12} {'groups/table':>13}"
+        )
         for name, sql in FILE_QUERIES.items():
             expected = single.sql(sql).to_arrow_table()
-            times: dict[str, list[float]] = {"parquet": [], "feed": []}
+            times: dict[str, list[float]] = {label: [] for label in sides}
             for iteration in range(args.iterations + 1):
-                for label, dctx in (("parquet", as_files), ("feed", as_feed)):
+                for label, dctx in sides.items():
                     seconds, got = timed(lambda dctx=dctx, sql=sql: dctx.sql(sql).to_arrow_table())
                     assert_tables_equal(got, expected, sql=sql)
                     if iteration:  # the first is the warm-up
                         times[label].append(seconds)
-            files, feed = statistics.median(times["parquet"]), statistics.median(times["feed"])
-            print(f"{name:<6} {files:>9.3f} {feed:>9.3f} {feed / files:>12.2f}x")
+            table, files, groups = (statistics.median(times[label]) for label in sides)
+            print(
+                f"{name:<6} {table:>8.3f} {files:>8.3f} {groups:>8.3f} "
+                f"{files / table:>11.2f}x {groups / table:>12.2f}x"
+            )
 
 
 def unit_cost(unit: int, args, skewed: bool) -> float:

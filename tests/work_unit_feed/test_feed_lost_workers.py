@@ -9,6 +9,7 @@ import time
 
 import cloudpickle
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
@@ -120,5 +121,34 @@ def test_a_worker_killed_after_reading_its_units(cluster):
         finally:
             _restart_dead(cluster)
     assert handler.killed is not None
+    assert_tables_equal(got, expected(), sql=SQL)
+    assert _total_units(df) == UNITS
+
+
+def test_a_worker_killed_while_its_tasks_run_rounds_over_parquet_files(cluster, tmp_path):
+    paths = []
+    for unit in range(UNITS):
+        paths.append(str(tmp_path / f"unit-{unit}.parquet"))
+        pq.write_table(read(unit).cast(SCHEMA), paths[-1])
+    killed = threading.Event()
+
+    def provider():
+        for unit, path in enumerate(paths):
+            if unit == UNITS // 3 and not killed.is_set():
+                killed.set()
+                threading.Thread(target=cluster.kill, args=(1,)).start()  # while tasks run rounds
+            time.sleep(0.01)  # a listing call: the query outlasts the kill
+            yield path
+
+    lost = LostWorkers()
+    with DistributedContext(SessionContext(), workers=cluster, config=CONFIG, handlers=[lost]) as dctx:
+        dctx.register_feed("events", provider, "parquet", SCHEMA, tasks=3)
+        df = dctx.sql(SQL)
+        assert "run in rounds" in df.explain_string()
+        try:
+            got = df.to_arrow_table()
+        finally:
+            _restart_dead(cluster)
+    assert killed.is_set() and lost.workers
     assert_tables_equal(got, expected(), sql=SQL)
     assert _total_units(df) == UNITS

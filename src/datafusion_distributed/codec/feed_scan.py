@@ -6,7 +6,10 @@ named after the feed's table). DataFusion plans filters, projections and limits 
 scan as over any files, and gives it as many partitions as it would a table of that many
 files; the planner recognises it by its files' folder (`feed_scan_ref`) and shares its
 partitions out to tasks like a file scan's. A task replaces its share of the files with files
-it wrote from the units it read, one per partition. The empty files are what a plan run
+it wrote from the units it read, one per partition; a feed of Parquet files (`parquet` at the
+end of its folder's name) has its scan made a Parquet scan of the files its units name.
+Empty Arrow files have no statistics, so DataFusion never answers from them (empty Parquet
+files would give `count(*)` as 0 before any unit is read). The empty files are what a plan run
 without the feed reads: no rows, never a wrong schema.
 """
 
@@ -19,26 +22,29 @@ from .scan import file_groups, scan_kind
 from .wire import WireError
 
 FEED_FILE_PREFIX = "datafusion-distributed-feed-"
-_FEED_FILE = re.compile(re.escape(FEED_FILE_PREFIX) + r"([0-9a-f]{32})-tasks-(\d{1,6})/part-\d{1,6}\.arrow$")
+_FEED_FILE = re.compile(
+    re.escape(FEED_FILE_PREFIX) + r"([0-9a-f]{32})-tasks-(\d{1,6})(-parquet)?/part-\d{1,6}\.arrow$"
+)
 
 
 @dataclass(frozen=True)
 class FeedScanRef:
     """The feed a scan reads: its id, the tasks it asks for (0: as many as the planner's
     task-count handlers choose), its table's name (for display), and the partitions
-    DataFusion planned the scan with."""
+    DataFusion planned the scan with; `parquet` for a feed of Parquet files."""
 
     feed_id: str
     tasks: int
     name: str
     partitions: int
+    parquet: bool = False
 
 
-def feed_folder_name(feed_id: str, tasks: int) -> str:
+def feed_folder_name(feed_id: str, tasks: int, parquet: bool = False) -> str:
     """The name of the folder of empty Arrow files a feed's table is registered over."""
     if not re.fullmatch(r"[0-9a-f]{32}", feed_id):
         raise ValueError(f"a feed id is 32 lowercase hex digits, got {feed_id!r}")
-    return f"{FEED_FILE_PREFIX}{feed_id}-tasks-{tasks}"
+    return f"{FEED_FILE_PREFIX}{feed_id}-tasks-{tasks}" + ("-parquet" if parquet else "")
 
 
 def feed_file_name(index: int) -> str:
@@ -104,8 +110,9 @@ def feed_scan_ref(node: bytes) -> FeedScanRef | None:
     matches = [_FEED_FILE.search(f.path) for group in groups for f in group]
     if not matches or any(m is None for m in matches):
         return None
-    if len({m.group(1) for m in matches}) != 1:
+    if len({m.group(1, 2, 3) for m in matches}) != 1:
         return None  # never made by a registration: one feed's table is one folder
     first = matches[0]
     folder = first.string[: first.start()].rstrip("/")
-    return FeedScanRef(first.group(1), int(first.group(2)), folder.rsplit("/", 1)[-1], len(groups))
+    name = folder.rsplit("/", 1)[-1]
+    return FeedScanRef(first.group(1), int(first.group(2)), name, len(groups), first.group(3) is not None)

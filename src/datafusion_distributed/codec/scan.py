@@ -152,3 +152,16 @@ def with_output_names(node: bytes, names: list[str]) -> bytes:
         encode_len_field(f.number, renamed) if f is projections[0] else conf[f.start : f.end] for f in parts
     )
     return _with_conf(node, new_conf)
+
+
+def as_parquet_scan(node: bytes) -> bytes:
+    """The Arrow scan `node` made a Parquet scan of the same files, columns and partitions
+    (the two keep their FileScanExecConf alike; the Parquet scan gets no pruning predicate)."""
+    outer = _scan_field(node)
+    if outer is None or outer.number != F.ARROW_SCAN:
+        raise WireError("not an Arrow scan node")
+    scan = outer.payload(node)
+    confs = [f for f in iter_fields(scan) if f.number == F.SCAN_BASE_CONF]
+    if len(confs) != 1:
+        raise WireError("file scan without a base_conf")
+    return encode_len_field(F.PARQUET_SCAN, scan[confs[0].start : confs[0].end])

@@ -418,7 +418,7 @@ class DistributedContext:
         self,
         name: str,
         provider: Provider,
-        read: Reader,
+        read: Reader | str,
         schema: pa.Schema,
         *,
         tasks: int | None = None,
@@ -431,7 +431,9 @@ class DistributedContext:
         iterable or async iterable, or a function returning one (called by each query).
         `read(unit)` returns that unit's rows (a pyarrow RecordBatch, Table, RecordBatchReader
         or an iterable of them, columns by name cast to `schema`); it runs on the workers,
-        pickled like Python UDFs. `tasks` tasks read the table (default: the task-count
+        pickled like Python UDFs. With `read="parquet"` each unit is the absolute path of a
+        Parquet file, read by DataFusion's own Parquet reader in the tasks, as a registered
+        Parquet table's files are (see docs/feeds.md). `tasks` tasks read the table (default: the task-count
         handlers choose, one per worker by default), each reading as many units at once as it
         has partitions of the table's scan (`partitions_per_task` by default).
         Every unit is read once per scan of the table in a successful query, also when a

@@ -197,6 +197,7 @@ class QueryRun:
                     partitions,
                     scan.columns,
                     scan.plain,
+                    scan.rounds,
                 )
             )
         return tuple(tasks)

@@ -49,6 +49,7 @@ from .boundaries import (
 )
 from .config import PlannerConfig
 from .fidelity import travel_blocker, unserialisable
+from .rounds import runs_in_rounds
 
 log = logging.getLogger("datafusion_distributed.planner")
 
@@ -358,9 +359,18 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
     fragment.stage_id = len(stages)
     markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
     feeds = []
-    for node, whole in _stage_leaves(fragment, "feeds"):
+    feed_leaves = _stage_leaves(fragment, "feeds")
+    for node, whole in feed_leaves:
         scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
         ref = feed_scan_ref(node.raw)
+        # rounds: a stage's one feed scan of Parquet files, shared out, under nodes that keep
+        # rows apart (a reader's units are read before the task's plan runs, all at once)
+        rounds = (
+            len(feed_leaves) == 1
+            and not whole
+            and ref.parquet
+            and runs_in_rounds(fragment.root, node, set(markers))
+        )
         feeds.append(
             FeedScan(
                 feed_marker(scan_id),
@@ -372,6 +382,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
                 ref.partitions,
                 projected_columns(node.line),
                 is_plain_projection(node.line),
+                rounds,
             )
         )
         markers[id(node)] = feeds[-1].marker

@@ -93,6 +93,7 @@ class FeedScan:
     partitions: int = 1  # the partitions DataFusion planned the scan with
     columns: tuple[str, ...] | None = None  # the columns its projection reads (None: all)
     plain: bool = False  # its projection only picks `columns`, in order (see `is_plain_projection`)
+    rounds: bool = False  # its tasks may run in rounds over its units (see `distributed_planner.rounds`)
 
     def task_partitions(self, task: int, tasks: int) -> int:
         """The partitions of the scan task `task` of `tasks` reads, as the planner shares out
@@ -107,6 +108,8 @@ class FeedScan:
     def describe(self) -> str:
         """How explain() names the feed scan and how its tasks read it."""
         share = "every task reads every unit" if self.whole else "units handed to the tasks as they ask"
+        if self.rounds:
+            share += ", run in rounds"
         return f"[work-unit feed {self.name}: {share}]"
 
 

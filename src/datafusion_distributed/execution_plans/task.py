@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from datafusion import SessionContext
@@ -451,20 +451,29 @@ def stream_partitions(
 WRITE_BUFFER_BYTES = 1 << 20
 
 
-def _write_partition(
-    ctx: SessionContext,
-    plan: ExecutionPlan,
-    partition: int,
-    path: str,
-    options: pa.ipc.IpcWriteOptions,
-    check: Callable[[], None],
-    on_write: Callable[[int], None] | None = None,
-) -> tuple[PartitionOutput, pa.Schema | None]:
-    batches = stream_partition(ctx, plan, partition, check)
-    try:
-        return write_partition_file(batches, partition, path, options, on_write)
-    finally:
-        batches.close()  # aborts the partition's work when it stopped early
+class PlanRounds(Protocol):
+    """A task's plan run in rounds (see `work_unit_feed.reading.FeedRounds`)."""
+
+    def plan(self, index: int) -> ExecutionPlan | None:
+        """The plan of round `index`, or None once the rounds ended."""
+
+    def finished(self, index: int, partitions: int) -> None:
+        """One of the `partitions` output partitions is done with round `index`."""
+
+
+def _stream_rounds(
+    ctx: SessionContext, rounds: PlanRounds, partition: int, partitions: int, check: Callable[[], None]
+) -> Iterator[pa.RecordBatch]:
+    """Output partition `partition` of every round's plan, one round after another."""
+    index = 0
+    while (plan := rounds.plan(index)) is not None:
+        batches = stream_partition(ctx, plan, partition, check)
+        try:
+            yield from batches
+        finally:
+            batches.close()
+        rounds.finished(index, partitions)
+        index += 1
 
 
 def write_partition_file(
@@ -530,8 +539,11 @@ def write_task_outputs(
     path_for: Callable[[int], str] | None = None,
     cancelled: Callable[[], bool] | None = None,
     on_write: Callable[[int], None] | None = None,
+    rounds: PlanRounds | None = None,
 ) -> TaskOutput:
-    """Run every output partition of `plan` at once and write each to an Arrow IPC file.
+    """Run every output partition of `plan` at once and write each to an Arrow IPC file;
+    with `rounds`, every round's plan (`plan` is the first), a partition's rounds one after
+    another into its one file.
 
     `cancelled` is asked before each batch and, while DataFusion works on one, every
     `POLL_SECONDS` (True stops the task with TaskCancelled, within a second); `on_write(n)` is
@@ -555,7 +567,14 @@ def write_task_outputs(
 
     def write(partition: int) -> tuple[PartitionOutput, pa.Schema | None]:
         try:
-            return _write_partition(ctx, plan, partition, path_for(partition), options, check, on_write)
+            if rounds is None:
+                batches = stream_partition(ctx, plan, partition, check)
+            else:
+                batches = _stream_rounds(ctx, rounds, partition, count, check)
+            try:
+                return write_partition_file(batches, partition, path_for(partition), options, on_write)
+            finally:
+                batches.close()  # aborts the partition's work when it stopped early
         except BaseException:
             failed.set()
             raise

@@ -40,12 +40,13 @@ class TaskRecorder:
         with self._lock:
             self._reads.append(read)
 
-    def finish(self, plan: Any = None) -> TaskMetrics:
-        """The task's metrics; `plan` is the executed ExecutionPlan (its nodes' metrics)."""
+    def finish(self, plan: Any = None, metrics: NodeMetrics | None = None) -> TaskMetrics:
+        """The task's metrics; `plan` is the executed ExecutionPlan (its nodes' metrics), or
+        `metrics` its nodes' metrics when they are already known."""
         return TaskMetrics(
             worker=self.worker,
             wall_seconds=time.perf_counter() - self.started,
-            plan=safe_plan_metrics(plan),
+            plan=safe_plan_metrics(plan) if metrics is None else metrics,
             inputs=input_metrics(self.inputs, self._reads),
         )
 

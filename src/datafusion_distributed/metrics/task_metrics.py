@@ -130,6 +130,22 @@ def plan_metrics(plan: Any, budget: list[int] | None = None, depth: int = 0) -> 
     return NodeMetrics(line.split(":", 1)[0].strip()[:MAX_NAME], values, tuple(children))
 
 
+def summed(first: NodeMetrics | None, second: NodeMetrics | None) -> NodeMetrics | None:
+    """The metrics of two runs of one plan (a task's rounds) added node by node; None when
+    either is unknown."""
+    if first is None or second is None or first.name != second.name:
+        return None
+    if len(first.children) != len(second.children):
+        return None
+    values = dict(first.values)
+    for name, value in second.values.items():
+        values[name] = values.get(name, 0) + value
+    children = tuple(summed(a, b) for a, b in zip(first.children, second.children, strict=True))
+    if any(child is None for child in children):
+        return None
+    return NodeMetrics(first.name, values, children)
+
+
 # -- validation of what arrives on the wire ---------------------------------------------------
 class MetricsError(ValueError):
     """Metrics in a task result that are malformed or too large."""

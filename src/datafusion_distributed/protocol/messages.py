@@ -145,6 +145,7 @@ class FeedTask:
     partitions: int
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
     plain: bool = False  # the scan only picks `columns`: a scan of just them can replace it
+    rounds: bool = False  # the task may run its plan in rounds, each over its next units
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,7 @@ def _feed_task(raw: Any) -> FeedTask:
         partitions=_int(raw["partitions"], "partitions", low=1, high=1024),
         columns=columns,
         plain=raw["plain"] is True,
+        rounds=raw["rounds"] is True,
     )
 
 

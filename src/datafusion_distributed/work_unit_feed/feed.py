@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,13 +28,18 @@ Provider = Any  # an iterable or async iterable of units, or a function returnin
 Reader = Callable[..., Any]
 
 
+PARQUET = "parquet"  # the reader of a feed whose units are Parquet files DataFusion reads itself
+
+
 class FeedReader:
     """What a task needs to read a feed's units: its name, reader and schema (it travels to
-    workers pickled, without the provider)."""
+    workers pickled, without the provider). `native` is "parquet" for a feed of Parquet files
+    (read by DataFusion in the tasks; `batches` reads one with pyarrow, for `read_units`)."""
 
-    def __init__(self, name: str, read: Reader, schema: pa.Schema):
+    def __init__(self, name: str, read: Reader | str, schema: pa.Schema):
         self.name = name
-        self.read = read
+        self.native = PARQUET if _is_parquet(read) else None
+        self.read = _read_parquet_file if self.native else read
         self.schema = schema
 
     def _takes_columns(self) -> bool:
@@ -73,6 +79,24 @@ class FeedReader:
             raise
         except Exception as exc:
             raise FeedError(self.name, "reader", short_repr(unit), f"{type(exc).__name__}: {exc}") from exc
+
+
+def _is_parquet(read: Any) -> bool:
+    return isinstance(read, str) and read == PARQUET
+
+
+def _read_parquet_file(unit: Any, columns: list[str] | None = None) -> pa.Table:
+    """A unit of a feed of Parquet files read with pyarrow: the columns asked for, a column the
+    file lacks as nulls (as DataFusion reads a Parquet table's files)."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(os.fspath(unit))
+    present = set(file.schema_arrow.names)
+    table = file.read(columns=[name for name in columns or file.schema_arrow.names if name in present])
+    for name in columns or ():
+        if name not in present:
+            table = table.append_column(name, pa.nulls(table.num_rows))
+    return table
 
 
 def _as_batches(result: Any) -> Iterator[pa.RecordBatch]:
@@ -125,7 +149,9 @@ class WorkUnitFeed:
             RecordBatchReader, or an iterable of them (columns by name, cast to `schema`). It
             runs on the workers, pickled with cloudpickle like Python UDFs. If it takes a
             `columns` keyword it is given the columns the query reads, and may return only
-            those.
+            those. Or `"parquet"`: each unit is the absolute path of a Parquet file, which the
+            tasks read with DataFusion's own Parquet reader (projection, row-group pruning),
+            one file per partition at a time, as for a registered Parquet table.
         schema: the table's schema.
         tasks: how many tasks read the feed (None: as the planner's task-count handlers
             choose; by default one per worker).
@@ -139,7 +165,7 @@ class WorkUnitFeed:
         self,
         name: str,
         provider: Provider,
-        read: Reader,
+        read: Reader | str,
         schema: pa.Schema,
         *,
         tasks: int | None = None,
@@ -150,8 +176,10 @@ class WorkUnitFeed:
             raise ValueError(
                 f"a feed's schema needs at least one column and unique names, got {schema.names}"
             )
-        if not callable(read):
-            raise TypeError("read must be a function of one unit")
+        if isinstance(read, str) and read != PARQUET:
+            raise ValueError(f'read must be a function of one unit, or "parquet", got {read!r}')
+        if not callable(read) and not _is_parquet(read):
+            raise TypeError('read must be a function of one unit, or "parquet"')
         if tasks is not None and not 1 <= tasks <= 100_000:
             raise ValueError(f"tasks must be None or between 1 and 100000, got {tasks}")
         if not (callable(provider) or isinstance(provider, Iterable) or hasattr(provider, "__aiter__")):
@@ -169,6 +197,11 @@ class WorkUnitFeed:
 
     def __repr__(self) -> str:
         return f"WorkUnitFeed({self.name!r}, tasks={self.tasks})"
+
+    @property
+    def native(self) -> str | None:
+        """ "parquet" for a feed of Parquet files (read by DataFusion itself), else None."""
+        return PARQUET if _is_parquet(self.read) else None
 
     @property
     def reader(self) -> FeedReader:

@@ -6,22 +6,30 @@ asks for the next, so a task holds at most `partitions` units at once and a slow
 back only its own thread: the other tasks keep asking. Each thread writes one file (one
 partition of the scan), whatever the number of units it read: the scan's projection, filters
 and limit, planned over the feed's table, then apply as planned.
+
+A feed of Parquet files is not read here: its units are paths, put in a Parquet scan in place
+of the feed's (`_take_files`), taken all at once, or a round at a time (`FeedRounds`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
+from datafusion.plan import ExecutionPlan
 
 from ..codec import with_file_groups
+from ..codec.scan import as_parquet_scan
 from ..common.threads import map_concurrently
 from ..execution_plans.task import arrow_scan, local_file
+from ..metrics.recorder import safe_plan_metrics
+from ..metrics.task_metrics import NodeMetrics, summed
 from .dispatch import FeedRun, Unit
 from .errors import FeedError
 from .feed import FeedReader
@@ -96,6 +104,8 @@ def read_feed(
     """Read every unit the task is handed for `feed` into files in `folder` (see the module's
     docstring); `check` is called between batches (it raises to stop), `on_write(n)` told of
     each batch's bytes. Raises FeedError naming the unit a reader failed on."""
+    if feed.reader.native:
+        return _take_files(feed, check)
     os.makedirs(folder, exist_ok=True)
     schema = feed.file_schema
     narrow = schema is not feed.reader.schema
@@ -141,6 +151,124 @@ def read_feed(
         sum(units for _, units, _ in done),
         sum(rows for _, _, rows in done),
     )
+
+
+def _take_files(feed: FeedToRead, check: Callable[[], None]) -> FeedLeaf:
+    """Take the units of a feed of Parquet files for the scan's partitions, in turn, until
+    the task is handed no more (each is only a path: nothing is read here): the scan planned
+    over the feed's table, made a Parquet scan of them (DataFusion's own reader)."""
+    groups: list[list] = [[] for _ in range(feed.partitions)]
+    units = 0
+    while True:
+        check()
+        unit = feed.source.next_unit()
+        if unit is None:
+            break
+        groups[units % feed.partitions].append(_unit_file(feed, unit))
+        units += 1
+    return FeedLeaf(feed.marker, with_file_groups(as_parquet_scan(feed.scan), groups), units, 0)
+
+
+def _unit_file(feed: FeedToRead, unit: Unit):
+    """The file a unit of a feed of Parquet files names, as a scan lists it."""
+    try:
+        path = os.fspath(pickle.loads(unit.payload))
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise ValueError(f"a unit of a feed of Parquet files is an absolute path, got {path!r}")
+        return local_file(path)
+    except Exception as exc:  # not a path, or no file there
+        detail = f"{type(exc).__name__}: {exc}"
+        feed.source.unit_failed(unit.index, detail)
+        raise FeedError(feed.reader.name, "reader", f"#{unit.index}", detail) from exc
+
+
+class _AtMost:
+    """A unit source that gives at most `limit` units of `source`, then none."""
+
+    def __init__(self, source: UnitSource, limit: int):
+        self.source = source
+        self.left = limit
+        self._lock = threading.Lock()
+
+    def next_unit(self) -> Unit | None:
+        with self._lock:
+            if self.left <= 0:
+                return None
+            self.left -= 1
+        return self.source.next_unit()
+
+    def unit_failed(self, index: int, detail: str) -> None:
+        self.source.unit_failed(index, detail)
+
+
+class FeedRounds:
+    """A task's scan of a feed of Parquet files run in rounds (see `distributed_planner.rounds`):
+    the plan of round `r` reads the next units the task is handed, one per partition of the
+    scan, and the task writes the outputs of every round as one. Round 0 always runs (over no
+    unit when the feed has none left); a later round only when it is handed a unit. Every
+    output partition goes through the rounds in order, so a partition done with one round
+    starts the next while the others finish theirs, and a task that reads its units faster
+    than another is handed more of them.
+
+    `build(marker, leaf)` makes a round's plan from the scan's leaf; `check` raises to stop.
+    `metrics` are DataFusion's metrics of the rounds done, added up."""
+
+    def __init__(
+        self,
+        feed: FeedToRead,
+        folder: str,
+        check: Callable[[], None],
+        build: Callable[[bytes, bytes], ExecutionPlan],
+        on_write: Callable[[int], None] | None = None,
+    ):
+        self.feed = feed
+        self.folder = folder
+        self.check = check
+        self.build = build
+        self.on_write = on_write
+        self.units = 0  # handed to the rounds made so far
+        self.metrics: NodeMetrics | None = None
+        self._plans: dict[int, Any] = {}  # round -> its plan, None past the last, or its error
+        self._finished: dict[int, int] = {}  # round -> output partitions done with it
+        self._lock = threading.Lock()
+
+    def plan(self, index: int) -> ExecutionPlan | None:
+        """The plan of round `index`, made when first asked for; None once the rounds ended.
+        A round that failed to be made raises its error to every partition asking."""
+        with self._lock:
+            if index not in self._plans:
+                try:
+                    self._plans[index] = self._make(index)
+                except BaseException as exc:
+                    self._plans[index] = exc
+            made = self._plans[index]
+        if isinstance(made, BaseException):
+            raise made
+        return made
+
+    def finished(self, index: int, partitions: int) -> None:
+        """An output partition is done with round `index` (of `partitions`): the round's plan
+        is dropped once all are."""
+        with self._lock:
+            done = self._finished[index] = self._finished.get(index, 0) + 1
+            if done < partitions or isinstance(self._plans.get(index), BaseException):
+                return
+            metrics = safe_plan_metrics(self._plans[index])
+            self.metrics = metrics if index == 0 else summed(self.metrics, metrics)
+            self._plans[index] = _DONE
+
+    def _make(self, index: int) -> ExecutionPlan | None:
+        if index > 0 and self._plans.get(index - 1) is None:
+            return None
+        share = dataclasses.replace(self.feed, source=_AtMost(self.feed.source, self.feed.partitions))
+        leaf = read_feed(share, os.path.join(self.folder, f"round-{index}"), self.check, self.on_write)
+        if index > 0 and not leaf.units:
+            return None
+        self.units += leaf.units
+        return self.build(leaf.marker, leaf.leaf)
+
+
+_DONE = object()  # a round every output partition is done with (its plan dropped)
 
 
 class _OtherPartitionFailed(RuntimeError):

@@ -54,7 +54,9 @@ class FeedService:
                 atexit.register(functools.partial(shutil.rmtree, self._folder, ignore_errors=True))
             self._feeds[feed.id] = feed
             table = re.sub(r"[^A-Za-z0-9_.-]", "_", feed.name)[:64] or "feed"  # explain() shows it
-            folder = os.path.join(self._folder, table, feed_folder_name(feed.id, feed.tasks or 0))
+            folder = os.path.join(
+                self._folder, table, feed_folder_name(feed.id, feed.tasks or 0, bool(feed.native))
+            )
         os.makedirs(folder)
         for index in range(TABLE_FILES):
             with pa.ipc.new_file(os.path.join(folder, feed_file_name(index)), feed.schema):

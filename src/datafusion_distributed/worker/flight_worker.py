@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
 from ..common.errors import failure_message, is_failure
@@ -50,7 +51,7 @@ from ..protocol.messages import (
     encode,
 )
 from ..work_unit_feed.client import RemoteUnits
-from ..work_unit_feed.reading import FeedLeaf, FeedToRead, read_feeds
+from ..work_unit_feed.reading import FeedRounds, FeedToRead, read_feeds
 from .cancellation import Cancellations
 from .served import ServedBytes
 from .spool import Spool
@@ -333,6 +334,7 @@ class FlightWorker(flight.FlightServerBase):
         log.debug("running %s (attempt %d)", name, message.attempt)
         query_id = message.query_id
         cancelled = functools.partial(self._cancelled.is_cancelled, query_id)
+        sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end
         try:
             self._cancelled.check(query_id)
             recorder = TaskRecorder(message.worker, message.inputs)
@@ -340,13 +342,33 @@ class FlightWorker(flight.FlightServerBase):
                 message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
             )
             ctx = self._task_session(message.settings, message.object_stores)
-            leaves = self._read_feeds(message)
-            plan = prepare_task_plan(ctx, message.plan, inputs, [(f.marker, f.leaf) for f in leaves])
-            plan = self._handlers.rewrite_plan(
-                PlanRewriteRequest(
-                    message.query_id, message.stage, message.task, message.attempt, plan, ctx, message.worker
+
+            def build(leaves: list[tuple[bytes, bytes]]) -> ExecutionPlan:
+                plan = prepare_task_plan(ctx, message.plan, inputs, leaves)
+                return self._handlers.rewrite_plan(
+                    PlanRewriteRequest(
+                        message.query_id,
+                        message.stage,
+                        message.task,
+                        message.attempt,
+                        plan,
+                        ctx,
+                        message.worker,
+                    )
                 )
-            )
+
+            feeds = self._feeds_to_read(message, sources)
+            check = functools.partial(self._cancelled.check, query_id)
+            folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
+            charge = functools.partial(self.spool.charge_input, message.key)
+            rounds = None
+            if len(feeds) == 1 and message.feeds[0].rounds:
+                rounds = FeedRounds(
+                    feeds[0], folder, check, lambda marker, leaf: build([(marker, leaf)]), charge
+                )
+                plan = rounds.plan(0)
+            else:
+                plan = build([(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)])
             output = write_task_outputs(
                 ctx,
                 plan,
@@ -355,6 +377,7 @@ class FlightWorker(flight.FlightServerBase):
                 path_for=lambda p: self.spool.output_path(message.query_id, message.stage, message.task, p),
                 cancelled=cancelled,
                 on_write=functools.partial(self.spool.charge, query_id),
+                rounds=rounds,
             )
             return TaskResult(
                 partitions=tuple(
@@ -363,7 +386,7 @@ class FlightWorker(flight.FlightServerBase):
                 schema=output.schema,
                 seconds=time.perf_counter() - started,
                 fetched_bytes=fetched,
-                metrics=recorder.finish(plan),
+                metrics=recorder.finish(plan) if rounds is None else recorder.finish(metrics=rounds.metrics),
             )
         except BaseException as exc:  # a panic inside DataFusion fails the task like any error
             if not is_failure(exc):
@@ -376,35 +399,22 @@ class FlightWorker(flight.FlightServerBase):
             extra = lost_worker_info(lost) if lost else b""
             raise flight.FlightServerError(f"{name} failed: {text}", extra_info=extra) from exc
         finally:
+            for source in sources:
+                source.close()
             self.spool.remove_inputs(message.key)
             if cancelled():  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
 
-    def _read_feeds(self, message: RunTask) -> list[FeedLeaf]:
-        """Read the units the coordinator hands this task for each of its feed scans into files
-        of the task's inputs folder (charged to the spool quota like fetched inputs)."""
-        if not message.feeds:
-            return []
+    def _feeds_to_read(self, message: RunTask, sources: list[RemoteUnits]) -> list[FeedToRead]:
+        """The task's feed scans, each asking the coordinator's feed service for units through
+        a source added to `sources` (the caller closes them)."""
         s = self._clients.settings
         options = connect_options(s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key)
-        sources = [
-            RemoteUnits(f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout)
-            for f in message.feeds
-        ]
-        try:
-            feeds = [
-                FeedToRead.of(f, pickle.loads(f.reader), f.partitions, source)
-                for f, source in zip(message.feeds, sources, strict=True)
-            ]
-            return read_feeds(
-                feeds,
-                os.path.join(self.spool.inputs_dir(message.key), "feeds"),
-                check=functools.partial(self._cancelled.check, message.query_id),
-                on_write=functools.partial(self.spool.charge_input, message.key),
-            )
-        finally:
-            for source in sources:
-                source.close()
+        feeds = []
+        for f in message.feeds:
+            sources.append(RemoteUnits(f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout))
+            feeds.append(FeedToRead.of(f, pickle.loads(f.reader), f.partitions, sources[-1]))
+        return feeds
 
     def _task_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session a task carrying `settings` and object `stores` runs in: one per worker,
