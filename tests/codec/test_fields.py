@@ -84,6 +84,13 @@ PINS = [
     ("SORT_KEYS", [F.SORT, F.SORT_KEYS], INVALID_MESSAGE, "SortExecNode.expr"),
     ("COOPERATIVE_INPUT", [F.COOPERATIVE, F.COOPERATIVE_INPUT], INVALID_MESSAGE, "CooperativeExecNode.input"),
     (
+        "PARQUET_PREDICATE",
+        [F.PARQUET_SCAN, F.PARQUET_PREDICATE],
+        INVALID_MESSAGE,
+        "ParquetScanExecNode.predicate",
+    ),
+    ("FILTER_EXPR", [F.FILTER, F.FILTER_EXPR], INVALID_MESSAGE, "FilterExecNode.expr"),
+    (
         "SORT_EXPR_EXPR",
         [F.SORT, F.SORT_KEYS, F.EXPR_SORT, F.SORT_EXPR_EXPR],
         INVALID_MESSAGE,

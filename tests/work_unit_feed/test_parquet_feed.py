@@ -5,6 +5,7 @@ is single-node DataFusion's over the same files registered as a Parquet table.""
 from __future__ import annotations
 
 import os
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -162,3 +163,13 @@ def test_one_worker_reads_the_feed_in_the_coordinator(files):
             "SELECT grp, count(*) AS n, max(amount) AS top FROM sales GROUP BY grp",
             distributed=False,
         )
+
+
+def test_the_files_are_pruned_with_the_filter_above_the_scan(setup):
+    dctx, single = setup
+    sql = "SELECT count(*) AS n, sum(amount) AS s FROM sales WHERE day BETWEEN 20 AND 23"
+    check(dctx, single, sql)
+    text = dctx.sql(sql).explain_string(analyze=True)
+    scan = next(line for line in text.splitlines() if "DataSourceExec" in line)
+    # days 20 to 23 are rows 2000 to 2399: the two row groups of one file, 500 of 6000 rows
+    assert re.search(r"output_rows=500\b", scan), scan

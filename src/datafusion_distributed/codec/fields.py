@@ -21,6 +21,8 @@ SCAN_KINDS = {
 
 # Every *ScanExecNode: its FileScanExecConf.
 SCAN_BASE_CONF = 1
+# ParquetScanExecNode: the predicate it prunes row groups (and, if asked, rows) with.
+PARQUET_PREDICATE = 3
 
 # FileScanExecConf.
 CONF_FILE_GROUPS = 1
@@ -50,6 +52,10 @@ INPUT_MARKER = 1000
 # PhysicalPlanNode's oneof: the other nodes whose own fields we read or write.
 PROJECTION = 4
 SORT = 10
+FILTER = 12
+
+# FilterExecNode: its predicate, a PhysicalExprNode.
+FILTER_EXPR = 2
 WINDOW_AGG = 15  # BoundedWindowAggExec and WindowAggExec alike
 SORT_PRESERVING_MERGE = 21
 GENERATE_SERIES = 33  # LazyMemoryExec of generate_series or range

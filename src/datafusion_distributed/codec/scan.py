@@ -154,9 +154,10 @@ def with_output_names(node: bytes, names: list[str]) -> bytes:
     return _with_conf(node, new_conf)
 
 
-def as_parquet_scan(node: bytes) -> bytes:
+def as_parquet_scan(node: bytes, predicate: bytes | None = None) -> bytes:
     """The Arrow scan `node` made a Parquet scan of the same files, columns and partitions
-    (the two keep their FileScanExecConf alike; the Parquet scan gets no pruning predicate)."""
+    (the two keep their FileScanExecConf alike), pruning with `predicate` (a PhysicalExprNode
+    over the scan's file schema) if given."""
     outer = _scan_field(node)
     if outer is None or outer.number != F.ARROW_SCAN:
         raise WireError("not an Arrow scan node")
@@ -164,4 +165,18 @@ def as_parquet_scan(node: bytes) -> bytes:
     confs = [f for f in iter_fields(scan) if f.number == F.SCAN_BASE_CONF]
     if len(confs) != 1:
         raise WireError("file scan without a base_conf")
-    return encode_len_field(F.PARQUET_SCAN, scan[confs[0].start : confs[0].end])
+    pruning = b"" if predicate is None else encode_len_field(F.PARQUET_PREDICATE, predicate)
+    return encode_len_field(F.PARQUET_SCAN, scan[confs[0].start : confs[0].end] + pruning)
+
+
+def filter_predicate(node: bytes) -> bytes | None:
+    """The predicate (PhysicalExprNode bytes) of a FilterExec node, or None for another node."""
+    try:
+        top = list(iter_fields(node))
+        if len(top) != 1 or top[0].number != F.FILTER or top[0].wire_type != LEN:
+            return None
+        body = top[0].payload(node)
+        exprs = [f.payload(body) for f in iter_fields(body) if f.number == F.FILTER_EXPR]
+    except WireError:
+        return None
+    return exprs[0] if len(exprs) == 1 else None

@@ -198,6 +198,8 @@ class QueryRun:
                     scan.columns,
                     scan.plain,
                     scan.rounds,
+                    scan.predicate,
+                    scan.predicate_shown,
                 )
             )
         return tuple(tasks)

@@ -25,6 +25,7 @@ from ..codec.feed_scan import feed_scan_ref, is_plain_projection, projected_colu
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
 from ..codec.memory import MemoryScan, memory_scan
+from ..codec.scan import filter_predicate
 from ..codec.sink import file_sink
 from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
@@ -253,6 +254,18 @@ def _stage_leaves(fragment: _Fragment, kind: str) -> list[tuple[PlanNode, bool]]
     return leaves
 
 
+def _pruning_predicate(root: PlanNode, scan: PlanNode) -> tuple[bytes | None, str]:
+    """The predicate of the FilterExec right above the feed scan `scan` in the stage `root`,
+    and its text as DataFusion shows it, when the scan only picks columns (the predicate's
+    columns are then the scan's own): a Parquet scan of the feed's files can prune with it."""
+    parent = next((n for n in root.walk() if any(child is scan for child in n.children)), None)
+    if parent is None or parent.name != "FilterExec" or not is_plain_projection(scan.line):
+        return None, ""
+    predicate = filter_predicate(parent.raw)
+    shown = parent.line.removeprefix("FilterExec: ").split(", projection=[")[0]
+    return (predicate, shown) if predicate is not None else (None, "")
+
+
 def _replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
     """Replace nodes (keyed by id) of `plan`, whose nodes in byte order are `walk`.
 
@@ -383,6 +396,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
                 projected_columns(node.line),
                 is_plain_projection(node.line),
                 rounds,
+                *(_pruning_predicate(fragment.root, node) if ref.parquet else (None, "")),
             )
         )
         markers[id(node)] = feeds[-1].marker

@@ -146,6 +146,8 @@ class FeedTask:
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
     plain: bool = False  # the scan only picks `columns`: a scan of just them can replace it
     rounds: bool = False  # the task may run its plan in rounds, each over its next units
+    predicate: bytes | None = None  # a feed of Parquet files: the filter above its scan (see FeedScan)
+    predicate_shown: str = ""
 
 
 @dataclass(frozen=True)
@@ -359,6 +361,8 @@ def _feed_task(raw: Any) -> FeedTask:
         columns=columns,
         plain=raw["plain"] is True,
         rounds=raw["rounds"] is True,
+        predicate=None if raw["predicate"] is None else _bytes(raw["predicate"], "predicate"),
+        predicate_shown=_str(raw["predicate_shown"], "predicate_shown", MAX_PLAN_BYTES),
     )
 
 

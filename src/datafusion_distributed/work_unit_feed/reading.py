@@ -14,6 +14,8 @@ of the feed's (`_take_files`), taken all at once, or a round at a time (`FeedRou
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import os
 import pickle
 import threading
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
+from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import with_file_groups
@@ -33,6 +36,8 @@ from ..metrics.task_metrics import NodeMetrics, summed
 from .dispatch import FeedRun, Unit
 from .errors import FeedError
 from .feed import FeedReader
+
+log = logging.getLogger(__name__)
 
 
 class UnitSource(Protocol):
@@ -53,6 +58,8 @@ class ScanOfFeed(Protocol):
     scan_id: int
     columns: tuple[str, ...] | None
     plain: bool
+    predicate: bytes | None
+    predicate_shown: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,8 @@ class FeedToRead:
     source: UnitSource
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
     plain: bool = False  # the scan only picks `columns`: the files need hold only those
+    predicate: bytes | None = None  # a feed of Parquet files: the filter above the scan
+    predicate_shown: str = ""  # how DataFusion shows that filter
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -82,7 +91,18 @@ class FeedToRead:
     def of(cls, scan: ScanOfFeed, reader: FeedReader, partitions: int, source: UnitSource) -> FeedToRead:
         """The feed scan `scan` (a stage's FeedScan, or the FeedTask a worker is sent) read by
         `reader` over `partitions` partitions, its units from `source`."""
-        return cls(scan.marker, scan.scan, scan.scan_id, reader, partitions, source, scan.columns, scan.plain)
+        return cls(
+            scan.marker,
+            scan.scan,
+            scan.scan_id,
+            reader,
+            partitions,
+            source,
+            scan.columns,
+            scan.plain,
+            scan.predicate,
+            scan.predicate_shown,
+        )
 
 
 @dataclass(frozen=True)
@@ -166,7 +186,39 @@ def _take_files(feed: FeedToRead, check: Callable[[], None]) -> FeedLeaf:
             break
         groups[units % feed.partitions].append(_unit_file(feed, unit))
         units += 1
-    return FeedLeaf(feed.marker, with_file_groups(as_parquet_scan(feed.scan), groups), units, 0)
+    return FeedLeaf(feed.marker, with_file_groups(_parquet_scan(feed), groups), units, 0)
+
+
+def _parquet_scan(feed: FeedToRead) -> bytes:
+    """The Parquet scan reading a feed of Parquet files in place of its planned Arrow scan.
+
+    When the planned scan only picks columns, the Parquet scan has just those (its files'
+    other columns are never read) and prunes row groups with the filter right above it: the
+    filter's columns are then the scan's own, in order. The predicate is kept only if
+    DataFusion reads it back as the filter it was (else the scan reads every row group)."""
+    schema = feed.file_schema
+    if schema is feed.reader.schema or feed.predicate is None:
+        return as_parquet_scan(feed.scan if schema is feed.reader.schema else arrow_scan(schema, []))
+    pruning = as_parquet_scan(arrow_scan(schema, []), feed.predicate)
+    if _prunes_as_planned(pruning, feed.predicate_shown):
+        return pruning
+    log.warning("feed %r: its files are read without pruning by the query's filter", feed.reader.name)
+    return as_parquet_scan(arrow_scan(schema, []))
+
+
+@functools.lru_cache(maxsize=256)
+def _prunes_as_planned(scan: bytes, shown: str) -> bool:
+    """Whether DataFusion rebuilds Parquet scan `scan` with the predicate shown as `shown`."""
+    try:
+        line = ExecutionPlan.from_bytes(SessionContext(), scan).display()
+    except Exception:  # DataFusion raises plain Exception: a predicate it cannot rebuild here
+        return False
+    start = line.find(", predicate=")
+    if start < 0 or not shown:
+        return False
+    rest = line[start + len(", predicate=") :]
+    ends = [i for i in (rest.find(", pruning_predicate="), rest.find(", required_guarantees=")) if i >= 0]
+    return rest[: min(ends)] == shown if ends else rest.strip() == shown
 
 
 def _unit_file(feed: FeedToRead, unit: Unit):
