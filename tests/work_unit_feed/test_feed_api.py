@@ -4,6 +4,7 @@ of provider it takes, when it starts, and what explain() and progress say of it.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 
@@ -23,6 +24,8 @@ from datafusion_distributed import (
 )
 from datafusion_distributed.coordinator.scheduler import _feed_would_leak_token
 from datafusion_distributed.test_utils.forced import forced_distribution
+from datafusion_distributed.work_unit_feed.dispatch import FeedRun
+from datafusion_distributed.work_unit_feed.service import FeedService
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +249,33 @@ def test_workers_reached_over_tls_never_ask_a_plain_feed_service_off_loopback():
 )
 def test_which_feed_hosts_tls_workers_may_ask(host, workers, leaks):
     assert _feed_would_leak_token(host, workers) is leaks
+
+
+def test_writing_into_a_feed_table_is_refused(dctx):
+    register_events(dctx, "written", 3)
+    with pytest.raises(QueryFailed, match="cannot be written to"):
+        dctx.sql("INSERT INTO written VALUES (1, 2, 0.5, 't')").collect()
+    assert dctx.sql("SELECT count(*) AS n FROM written").to_pylist() == [{"n": 12}]  # 3 + 4 + 5 rows
+
+
+def test_a_feed_service_the_workers_cannot_reach_fails_within_connect_timeout(monkeypatch):
+    silent = socket.socket()  # on loopback, accepting connections but never answering
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    unreachable = f"grpc://127.0.0.1:{silent.getsockname()[1]}"
+
+    def start(self, query_id, scans, serve):  # never serves: the workers are sent `unreachable`
+        return FeedRun(query_id, {scan.feed_id: self.feed(scan.feed_id) for scan in scans}, scans)
+
+    monkeypatch.setattr(FeedService, "url", property(lambda self: unreachable))
+    monkeypatch.setattr(FeedService, "start", start)
+    config = DistributedConfig(embedded_workers=2, connect_timeout=1, task_timeout=120)
+    try:
+        with DistributedContext(SessionContext(), config=config) as dctx:
+            register_events(dctx, units=4)
+            started = time.perf_counter()
+            with pytest.raises(QueryFailed, match="did not answer within 1 s"):
+                dctx.sql("SELECT count(*) FROM events").collect()
+            assert time.perf_counter() - started < 30
+    finally:
+        silent.close()

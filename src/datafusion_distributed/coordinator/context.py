@@ -537,7 +537,13 @@ class DistributedContext:
                     )
         except Exception as exc:  # DataFusion raises plain Exception
             raise QueryFailed.of(exc) from exc
-        if plan.in_memory and FEED_FILE_PREFIX in plan.physical.display_indent():
+        shown = plan.physical.display_indent() if plan.in_memory else ""
+        if FEED_FILE_PREFIX in shown.split("\n", 1)[0] and shown.startswith("DataSinkExec"):
+            raise QueryFailed(
+                "a work-unit feed table cannot be written to (INSERT INTO): its rows are its units', "
+                "read when a query runs"
+            )
+        if FEED_FILE_PREFIX in shown:
             raise QueryFailed(
                 "the query reads a work-unit feed table but must run on one node from DataFusion's "
                 f"own plan ({plan.single_node or plan.final.reason}); a feed's units are read only "

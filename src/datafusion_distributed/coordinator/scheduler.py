@@ -200,6 +200,7 @@ class QueryRun:
                     scan.rounds,
                     scan.predicate,
                     scan.predicate_shown,
+                    self.clients.settings.timeout,
                 )
             )
         return tuple(tasks)

@@ -58,6 +58,13 @@ def _bytes(value: Any, name: str, limit: int = MAX_PLAN_BYTES) -> bytes:
         raise ProtocolError(f"{name} is not valid base64") from exc
 
 
+def _seconds(value: Any, name: str) -> float:
+    """A positive duration in seconds, at most a day."""
+    _check(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a number")
+    _check(0 < value <= 86_400, f"{name} must be between 0 and 86400 seconds")
+    return float(value)
+
+
 def _opt_bytes(value: Any, name: str) -> bytes | None:
     return None if value is None else _bytes(value, name)
 
@@ -148,6 +155,7 @@ class FeedTask:
     rounds: bool = False  # the task may run its plan in rounds, each over its next units
     predicate: bytes | None = None  # a feed of Parquet files: the filter above its scan (see FeedScan)
     predicate_shown: str = ""
+    connect_timeout: float = 30.0  # seconds the feed service may take to first answer
 
 
 @dataclass(frozen=True)
@@ -363,6 +371,7 @@ def _feed_task(raw: Any) -> FeedTask:
         rounds=raw["rounds"] is True,
         predicate=None if raw["predicate"] is None else _bytes(raw["predicate"], "predicate"),
         predicate_shown=_str(raw["predicate_shown"], "predicate_shown", MAX_PLAN_BYTES),
+        connect_timeout=_seconds(raw["connect_timeout"], "connect_timeout"),
     )
 
 

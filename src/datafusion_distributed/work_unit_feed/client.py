@@ -16,7 +16,9 @@ from .errors import FeedUnavailable
 class RemoteUnits:
     """The units of one feed scan for one task attempt, asked of the coordinator's feed
     service at `url`. `connect_options` are `flight.connect`'s keyword arguments (the
-    cluster's token); `timeout` bounds each call (a unit may wait for the provider)."""
+    cluster's token); `timeout` bounds each call (a unit may wait for the provider), and
+    `connect_timeout` the first answer of the service (one that cannot be reached fails the
+    task then, not when a unit's wait would have ended)."""
 
     def __init__(
         self,
@@ -26,26 +28,42 @@ class RemoteUnits:
         scan_id: int,
         connect_options: dict[str, Any] | None = None,
         timeout: float = 600.0,
+        connect_timeout: float = 30.0,
     ):
         self.url = url
         self._request = {"query_id": query_id, "token": token, "scan": scan_id}
         self._connect_options = connect_options or {}
         self._timeout = timeout
+        self._connect_timeout = connect_timeout
         self._client: flight.FlightClient | None = None
         self._lock = threading.Lock()
 
-    def _call(self, name: str, body: dict) -> list[bytes]:
+    def _connected(self) -> flight.FlightClient:
         with self._lock:
             if self._client is None:
-                self._client = flight.connect(self.url, **self._connect_options)
-            client = self._client
+                client = flight.connect(self.url, **self._connect_options)
+                try:  # a cheap call, to find an unreachable service within `connect_timeout`
+                    client.list_actions(flight.FlightCallOptions(timeout=self._connect_timeout))
+                except (flight.FlightError, pa.ArrowException, OSError) as exc:
+                    client.close()
+                    raise FeedUnavailable(
+                        f"the coordinator's feed service at {self.url} did not answer within "
+                        f"{self._connect_timeout:g} s (the workers must reach DistributedConfig.feed_host): "
+                        f"{_short(exc)}"
+                    ) from exc
+                self._client = client
+            return self._client
+
+    def _call(self, name: str, body: dict) -> list[bytes]:
+        client = self._connected()
         options = flight.FlightCallOptions(timeout=self._timeout)
         try:
             results = client.do_action(flight.Action(name, json.dumps(body).encode()), options)
             return [result.body.to_pybytes() for result in results]
         except (flight.FlightError, pa.ArrowException, OSError) as exc:
-            text = str(exc).split(". Detail:")[0].split("\ngRPC client debug context")[0]
-            raise FeedUnavailable(f"asking the coordinator ({self.url}) for units failed: {text}") from exc
+            raise FeedUnavailable(
+                f"asking the coordinator ({self.url}) for units failed: {_short(exc)}"
+            ) from exc
 
     def next_unit(self) -> Unit | None:
         """The next unit for this attempt, or None when there is none left.
@@ -72,3 +90,8 @@ class RemoteUnits:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _short(exc: BaseException) -> str:
+    """A Flight error's message without gRPC's debug context."""
+    return str(exc).split(". Detail:")[0].split("\ngRPC client debug context")[0]

@@ -412,7 +412,11 @@ class FlightWorker(flight.FlightServerBase):
         options = connect_options(s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key)
         feeds = []
         for f in message.feeds:
-            sources.append(RemoteUnits(f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout))
+            sources.append(
+                RemoteUnits(
+                    f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout, f.connect_timeout
+                )
+            )
             feeds.append(FeedToRead.of(f, pickle.loads(f.reader), f.partitions, sources[-1]))
         return feeds
 
