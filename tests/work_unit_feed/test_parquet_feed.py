@@ -4,8 +4,11 @@ is single-node DataFusion's over the same files registered as a Parquet table.""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,7 +16,13 @@ import pytest
 from datafusion import SessionContext
 from feed_helpers import check
 
-from datafusion_distributed import DistributedConfig, DistributedContext, FeedFailed, read_units
+from datafusion_distributed import (
+    DistributedConfig,
+    DistributedContext,
+    FeedFailed,
+    QueryCancelled,
+    read_units,
+)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("grp", pa.string()), ("amount", pa.float64()), ("day", pa.int32())])
 FILES = 12
@@ -173,3 +182,56 @@ def test_the_files_are_pruned_with_the_filter_above_the_scan(setup):
     scan = next(line for line in text.splitlines() if "DataSourceExec" in line)
     # days 20 to 23 are rows 2000 to 2399: the two row groups of one file, 500 of 6000 rows
     assert re.search(r"output_rows=500\b", scan), scan
+
+
+def test_a_bad_unit_in_a_later_round_fails_the_query_and_stops_the_provider(setup, files):
+    dctx, _ = setup
+    stopped = threading.Event()
+
+    def listing():
+        try:
+            yield from files[:9]  # rounds of 2 units per task: the 10th unit is in a later round
+            yield "/no/such/file.parquet"
+            yield from files[9:]
+        finally:
+            stopped.set()
+
+    dctx.register_feed("late", listing, "parquet", SCHEMA)
+    with pytest.raises(FeedFailed, match="No such file"):
+        dctx.sql("SELECT grp, count(*) FROM late GROUP BY grp").collect()
+    assert stopped.wait(10)
+
+
+def test_cancelling_a_query_running_in_rounds(setup, files):
+    dctx, _ = setup
+    given, stopped = threading.Event(), threading.Event()
+
+    def endless():  # a listing that never ends: the rounds go on until the query is cancelled
+        try:
+            for n in itertools.count():
+                if n == 6:
+                    given.set()
+                yield files[n % FILES]
+                time.sleep(0.01)
+        finally:
+            stopped.set()
+
+    dctx.register_feed("endless", endless, "parquet", SCHEMA)
+    df = dctx.sql("SELECT grp, count(*) FROM endless GROUP BY grp")
+    assert "run in rounds" in df.explain_string()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            df.collect()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert given.wait(30)
+    df.cancel()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], QueryCancelled), errors
+    assert stopped.wait(10)
