@@ -197,13 +197,15 @@ def _parquet_scan(feed: FeedToRead) -> bytes:
     filter's columns are then the scan's own, in order. The predicate is kept only if
     DataFusion reads it back as the filter it was (else the scan reads every row group)."""
     schema = feed.file_schema
-    if schema is feed.reader.schema or feed.predicate is None:
-        return as_parquet_scan(feed.scan if schema is feed.reader.schema else arrow_scan(schema, []))
-    pruning = as_parquet_scan(arrow_scan(schema, []), feed.predicate)
-    if _prunes_as_planned(pruning, feed.predicate_shown):
-        return pruning
-    log.warning("feed %r: its files are read without pruning by the query's filter", feed.reader.name)
-    return as_parquet_scan(arrow_scan(schema, []))
+    if schema is feed.reader.schema:  # the scan does more than pick columns: as planned
+        return as_parquet_scan(feed.scan)
+    narrow = arrow_scan(schema, [])
+    if feed.predicate is not None:
+        pruning = as_parquet_scan(narrow, feed.predicate)
+        if _prunes_as_planned(pruning, feed.predicate_shown):
+            return pruning
+        log.warning("feed %r: its files are read without pruning by the query's filter", feed.reader.name)
+    return as_parquet_scan(narrow)
 
 
 @functools.lru_cache(maxsize=256)
@@ -266,19 +268,11 @@ class FeedRounds:
     `metrics` are DataFusion's metrics of the rounds done, added up."""
 
     def __init__(
-        self,
-        feed: FeedToRead,
-        folder: str,
-        check: Callable[[], None],
-        build: Callable[[bytes, bytes], ExecutionPlan],
-        on_write: Callable[[int], None] | None = None,
+        self, feed: FeedToRead, check: Callable[[], None], build: Callable[[bytes, bytes], ExecutionPlan]
     ):
         self.feed = feed
-        self.folder = folder
         self.check = check
         self.build = build
-        self.on_write = on_write
-        self.units = 0  # handed to the rounds made so far
         self.metrics: NodeMetrics | None = None
         self._plans: dict[int, Any] = {}  # round -> its plan, None past the last, or its error
         self._finished: dict[int, int] = {}  # round -> output partitions done with it
@@ -313,10 +307,9 @@ class FeedRounds:
         if index > 0 and self._plans.get(index - 1) is None:
             return None
         share = dataclasses.replace(self.feed, source=_AtMost(self.feed.source, self.feed.partitions))
-        leaf = read_feed(share, os.path.join(self.folder, f"round-{index}"), self.check, self.on_write)
+        leaf = _take_files(share, self.check)
         if index > 0 and not leaf.units:
             return None
-        self.units += leaf.units
         return self.build(leaf.marker, leaf.leaf)
 
 

@@ -359,15 +359,13 @@ class FlightWorker(flight.FlightServerBase):
 
             feeds = self._feeds_to_read(message, sources)
             check = functools.partial(self._cancelled.check, query_id)
-            folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
-            charge = functools.partial(self.spool.charge_input, message.key)
             rounds = None
             if len(feeds) == 1 and message.feeds[0].rounds:
-                rounds = FeedRounds(
-                    feeds[0], folder, check, lambda marker, leaf: build([(marker, leaf)]), charge
-                )
+                rounds = FeedRounds(feeds[0], check, lambda marker, leaf: build([(marker, leaf)]))
                 plan = rounds.plan(0)
             else:
+                folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
+                charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
                 plan = build([(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)])
             output = write_task_outputs(
                 ctx,
