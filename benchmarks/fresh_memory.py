@@ -2,6 +2,7 @@
 
     python benchmarks/fresh_memory.py --sf 1 --workers 2
     python benchmarks/fresh_memory.py --queries 18,21 --sides single,local
+    python benchmarks/fresh_memory.py --queries 12,18 --setting broadcast_row_bytes=32
 
 `tpch.py --memory` measures every side in one long-lived process, whose allocator keeps what
 earlier runs freed: a side's figure then carries what other sides' runs left behind. Here each
@@ -35,12 +36,18 @@ def run_child(args: argparse.Namespace) -> None:
     from datafusion import SessionConfig, SessionContext
 
     from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+    from datafusion_distributed.coordinator.settings import parse_value
     from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
     data = tpch_data(args.sf, parts=args.parts)
     sql = tpch_query(args.query)
     partitions = args.workers * args.partitions_per_task
-    config = DistributedConfig(partitions_per_task=args.partitions_per_task, embedded_workers=args.workers)
+    settings = {
+        name: parse_value(name, value) for name, value in (item.split("=", 1) for item in args.setting)
+    }
+    config = DistributedConfig(
+        partitions_per_task=args.partitions_per_task, embedded_workers=args.workers, **settings
+    )
     if args.side == "single":
         ctx = SessionContext(SessionConfig().with_target_partitions(partitions))
         register_tpch(ctx, data)
@@ -78,6 +85,7 @@ def measure(args: argparse.Namespace, query: int, side: str) -> dict:
         str(args.workers),
         "--partitions-per-task",
         str(args.partitions_per_task),
+        *(f"--setting={item}" for item in args.setting),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False)
     if done.returncode != 0:
@@ -98,6 +106,13 @@ def main() -> None:
     p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
+    p.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a DistributedConfig setting of the distributed sides (repeatable)",
+    )
     p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
