@@ -23,6 +23,7 @@ from datafusion_distributed import (
     QueryCancelled,
     read_units,
 )
+from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
 SCHEMA = pa.schema([("id", pa.int64()), ("grp", pa.string()), ("amount", pa.float64()), ("day", pa.int32())])
 FILES = 12
@@ -235,3 +236,24 @@ def test_cancelling_a_query_running_in_rounds(setup, files):
     assert not thread.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], QueryCancelled), errors
     assert stopped.wait(10)
+
+
+@pytest.fixture(scope="module")
+def tpch_feeds():
+    """TPC-H SF 0.01 with `orders`, `supplier` and `nation` read as feeds of their Parquet files."""
+    data = tpch_data(0.01)
+    single, ctx = SessionContext(), SessionContext()
+    register_tpch(single, data)
+    register_tpch(ctx, data)
+    with DistributedContext(ctx, config=DistributedConfig(embedded_workers=2, partitions_per_task=2)) as dctx:
+        for table in ("orders", "supplier", "nation"):
+            paths = sorted(str(p) for p in (data / table).glob("*.parquet"))
+            dctx.deregister_table(table)
+            dctx.register_feed(table, lambda paths=paths: iter(paths), "parquet", pq.read_schema(paths[0]))
+        yield dctx, single
+
+
+@pytest.mark.parametrize("query", [3, 5, 9, 13, 18, 21, 22])
+def test_tpch_with_tables_read_as_parquet_feeds(tpch_feeds, query):
+    dctx, single = tpch_feeds
+    check(dctx, single, tpch_query(query), distributed=False)  # small ones run as one task
