@@ -454,8 +454,9 @@ WRITE_BUFFER_BYTES = 1 << 20
 class PlanRounds(Protocol):
     """A task's plan run in rounds (see `work_unit_feed.reading.FeedRounds`)."""
 
-    def plan(self, index: int) -> ExecutionPlan | None:
-        """The plan of round `index`, or None once the rounds ended."""
+    def plan(self, index: int, check: Callable[[], None] | None = None) -> ExecutionPlan | None:
+        """The plan of round `index`, or None once the rounds ended (`check` raises to stop
+        waiting for it)."""
 
     def finished(self, index: int, partitions: int) -> None:
         """One of the `partitions` output partitions is done with round `index`."""
@@ -466,7 +467,7 @@ def _stream_rounds(
 ) -> Iterator[pa.RecordBatch]:
     """Output partition `partition` of every round's plan, one round after another."""
     index = 0
-    while (plan := rounds.plan(index)) is not None:
+    while (plan := rounds.plan(index, check)) is not None:
         batches = stream_partition(ctx, plan, partition, check)
         try:
             yield from batches

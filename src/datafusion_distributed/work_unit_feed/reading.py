@@ -262,7 +262,9 @@ class FeedRounds:
     unit when the feed has none left); a later round only when it is handed a unit. Every
     output partition goes through the rounds in order, so a partition done with one round
     starts the next while the others finish theirs, and a task that reads its units faster
-    than another is handed more of them.
+    than another is handed more of them; a partition two rounds ahead of another waits for it,
+    so that a task holds at most two rounds (a shuffle keeps a round's rows for the partitions
+    that have not read them).
 
     `build(marker, leaf)` makes a round's plan from the scan's leaf; `check` raises to stop.
     `metrics` are DataFusion's metrics of the rounds done, added up."""
@@ -276,17 +278,29 @@ class FeedRounds:
         self.metrics: NodeMetrics | None = None
         self._plans: dict[int, Any] = {}  # round -> its plan, None past the last, or its error
         self._finished: dict[int, int] = {}  # round -> output partitions done with it
-        self._lock = threading.Lock()
+        self._outputs = 0  # output partitions of every round's plan
+        self._changed = threading.Condition()
 
-    def plan(self, index: int) -> ExecutionPlan | None:
+    def plan(self, index: int, check: Callable[[], None] | None = None) -> ExecutionPlan | None:
         """The plan of round `index`, made when first asked for; None once the rounds ended.
-        A round that failed to be made raises its error to every partition asking."""
-        with self._lock:
+        A round that failed to be made raises its error to every partition asking. Waits while
+        a partition is still in round `index - 2` (`check`, called meanwhile, raises to stop)."""
+        with self._changed:
+            while index >= 2 and self._finished.get(index - 2, 0) < self._outputs:
+                failed = next((p for p in self._plans.values() if isinstance(p, BaseException)), None)
+                if failed is not None:
+                    raise failed
+                if check is not None:
+                    check()
+                self._changed.wait(_WAIT_SECONDS)
             if index not in self._plans:
                 try:
                     self._plans[index] = self._make(index)
+                    if index == 0:
+                        self._outputs = self._plans[0].partition_count
                 except BaseException as exc:
                     self._plans[index] = exc
+                self._changed.notify_all()
             made = self._plans[index]
         if isinstance(made, BaseException):
             raise made
@@ -295,8 +309,9 @@ class FeedRounds:
     def finished(self, index: int, partitions: int) -> None:
         """An output partition is done with round `index` (of `partitions`): the round's plan
         is dropped once all are."""
-        with self._lock:
+        with self._changed:
             done = self._finished[index] = self._finished.get(index, 0) + 1
+            self._changed.notify_all()
             if done < partitions or isinstance(self._plans.get(index), BaseException):
                 return
             metrics = safe_plan_metrics(self._plans[index])
@@ -313,6 +328,7 @@ class FeedRounds:
         return self.build(leaf.marker, leaf.leaf)
 
 
+_WAIT_SECONDS = 0.1  # how often a partition waiting for the others checks whether to stop
 _DONE = object()  # a round every output partition is done with (its plan dropped)
 
 
