@@ -151,7 +151,7 @@ class WorkUnitFeed:
             `columns` keyword it is given the columns the query reads, and may return only
             those. Or `"parquet"`: each unit is the absolute path of a Parquet file, which the
             tasks read with DataFusion's own Parquet reader (projection, row-group pruning),
-            one file per partition at a time, as for a registered Parquet table.
+            as it reads a registered Parquet table's files (see docs/feeds.md).
         schema: the table's schema.
         tasks: how many tasks read the feed (None: as the planner's task-count handlers
             choose; by default one per worker).
