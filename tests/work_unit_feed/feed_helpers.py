@@ -3,6 +3,8 @@ units read into a plain table of single-node DataFusion."""
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
 
@@ -63,3 +65,23 @@ def check(dctx: DistributedContext, single: SessionContext, sql: str, distribute
 
 
 CONFIG = DistributedConfig(embedded_workers=3, partitions_per_task=2)
+
+
+def cancel_once(df, started: threading.Event) -> list[BaseException]:
+    """Collect `df` in a thread and cancel it once `started` is set; returns what the collect
+    raised (the thread is done by then)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            df.collect()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(30)
+    df.cancel()
+    thread.join(30)
+    assert not thread.is_alive()
+    return errors

@@ -11,7 +11,7 @@ import time
 import pyarrow as pa
 import pytest
 from datafusion import SessionContext
-from feed_helpers import CONFIG, EVENTS, check, oracle, read_event_unit, register_events
+from feed_helpers import CONFIG, EVENTS, cancel_once, check, oracle, read_event_unit, register_events
 
 from datafusion_distributed import (
     DistributedConfig,
@@ -87,20 +87,7 @@ def test_cancelling_stops_the_provider(dctx):
 
     dctx.register_feed("endless", endless, read_event_unit, EVENTS)
     df = dctx.sql("SELECT count(*) FROM endless")
-    errors = []
-
-    def run():
-        try:
-            df.collect()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert given.wait(30)
-    df.cancel()
-    thread.join(30)
-    assert not thread.is_alive()
+    errors = cancel_once(df, given)
     assert len(errors) == 1 and isinstance(errors[0], QueryCancelled)
     assert stopped.wait(10)
 

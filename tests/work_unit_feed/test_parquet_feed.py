@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
-from feed_helpers import check
+from feed_helpers import cancel_once, check
 
 from datafusion_distributed import (
     DistributedConfig,
@@ -220,20 +220,7 @@ def test_cancelling_a_query_running_in_rounds(setup, files):
     dctx.register_feed("endless", endless, "parquet", SCHEMA)
     df = dctx.sql("SELECT grp, count(*) FROM endless GROUP BY grp")
     assert "run in rounds" in df.explain_string()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            df.collect()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert given.wait(30)
-    df.cancel()
-    thread.join(30)
-    assert not thread.is_alive()
+    errors = cancel_once(df, given)
     assert len(errors) == 1 and isinstance(errors[0], QueryCancelled), errors
     assert stopped.wait(10)
 
