@@ -198,6 +198,7 @@ class QueryRun:
                     scan.columns,
                     scan.plain,
                     scan.rounds,
+                    scan.native,
                     scan.predicate,
                     scan.predicate_shown,
                     self.clients.settings.timeout,

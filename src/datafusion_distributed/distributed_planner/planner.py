@@ -396,6 +396,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
                 projected_columns(node.line),
                 is_plain_projection(node.line),
                 rounds,
+                ref.parquet and (rounds or whole or fragment.tasks == 1),
                 *(_pruning_predicate(fragment.root, node) if ref.parquet else (None, "")),
             )
         )

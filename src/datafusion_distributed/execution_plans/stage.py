@@ -94,6 +94,9 @@ class FeedScan:
     columns: tuple[str, ...] | None = None  # the columns its projection reads (None: all)
     plain: bool = False  # its projection only picks `columns`, in order (see `is_plain_projection`)
     rounds: bool = False  # its tasks may run in rounds over its units (see `distributed_planner.rounds`)
+    # a feed of Parquet files that DataFusion reads: in rounds, or taken whole when the task
+    # starts (its only task, or every task reading every unit); otherwise read as a reader's
+    native: bool = False
     # a feed of Parquet files under a filter: the filter's predicate, for the Parquet scan to
     # prune with (see `work_unit_feed.reading`), and how DataFusion shows it
     predicate: bytes | None = field(default=None, repr=False)

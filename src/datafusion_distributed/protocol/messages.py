@@ -153,6 +153,7 @@ class FeedTask:
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
     plain: bool = False  # the scan only picks `columns`: a scan of just them can replace it
     rounds: bool = False  # the task may run its plan in rounds, each over its next units
+    native: bool = False  # a feed of Parquet files DataFusion reads (see FeedScan)
     predicate: bytes | None = None  # a feed of Parquet files: the filter above its scan (see FeedScan)
     predicate_shown: str = ""
     connect_timeout: float = 30.0  # seconds the feed service may take to first answer
@@ -369,6 +370,7 @@ def _feed_task(raw: Any) -> FeedTask:
         columns=columns,
         plain=raw["plain"] is True,
         rounds=raw["rounds"] is True,
+        native=raw["native"] is True,
         predicate=None if raw["predicate"] is None else _bytes(raw["predicate"], "predicate"),
         predicate_shown=_str(raw["predicate_shown"], "predicate_shown", MAX_PLAN_BYTES),
         connect_timeout=_seconds(raw["connect_timeout"], "connect_timeout"),

@@ -14,8 +14,9 @@ Invariants:
   (a rerun after its worker is lost reads the same ones) (`dispatch`);
 - the provider runs only while a query runs, pulled as tasks need units, and stops when the
   query ends, fails or is cancelled;
-- a task holds at most `partitions` units at once (`reading`); one not run in rounds over a
-  feed of Parquet files takes its units (paths only) when it starts;
+- a task holds at most `partitions` units at once (`reading`), or two rounds' when it runs in
+  rounds; the only task of a stage, or one reading a feed whole, takes a Parquet feed's files
+  (paths only) when it starts;
 - a plan that reads a feed never runs from DataFusion's in-memory plan, which would read the
   empty file: it runs from bytes, with the feed, or fails saying why.
 """

@@ -7,8 +7,11 @@ back only its own thread: the other tasks keep asking. Each thread writes one fi
 partition of the scan), whatever the number of units it read: the scan's projection, filters
 and limit, planned over the feed's table, then apply as planned.
 
-A feed of Parquet files is not read here: its units are paths, put in a Parquet scan in place
-of the feed's (`_take_files`), taken all at once, or a round at a time (`FeedRounds`).
+A feed of Parquet files that DataFusion reads (`FeedToRead.native`) is not read here: its
+units are paths, put in a Parquet scan in place of the feed's (`_take_files`), all of them
+(the stage's only task, or a scan every task reads whole) or a round at a time (`FeedRounds`).
+Shared out otherwise, its files are read here with pyarrow, like a reader's units, so that
+each task still takes them as it goes.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class ScanOfFeed(Protocol):
     scan_id: int
     columns: tuple[str, ...] | None
     plain: bool
+    native: bool
     predicate: bytes | None
     predicate_shown: str
 
@@ -75,6 +79,7 @@ class FeedToRead:
     source: UnitSource
     columns: tuple[str, ...] | None = None  # the columns the scan reads (None: all)
     plain: bool = False  # the scan only picks `columns`: the files need hold only those
+    native: bool = False  # a feed of Parquet files read by DataFusion (see FeedScan.native)
     predicate: bytes | None = None  # a feed of Parquet files: the filter above the scan
     predicate_shown: str = ""  # how DataFusion shows that filter
 
@@ -100,6 +105,7 @@ class FeedToRead:
             source,
             scan.columns,
             scan.plain,
+            scan.native,
             scan.predicate,
             scan.predicate_shown,
         )
@@ -124,7 +130,7 @@ def read_feed(
     """Read every unit the task is handed for `feed` into files in `folder` (see the module's
     docstring); `check` is called between batches (it raises to stop), `on_write(n)` told of
     each batch's bytes. Raises FeedError naming the unit a reader failed on."""
-    if feed.reader.native:
+    if feed.native:
         return _take_files(feed, check)
     os.makedirs(folder, exist_ok=True)
     schema = feed.file_schema
