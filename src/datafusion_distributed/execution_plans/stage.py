@@ -95,7 +95,7 @@ class FeedScan:
     plain: bool = False  # its projection only picks `columns`, in order (see `is_plain_projection`)
     rounds: bool = False  # its tasks may run in rounds over its units (see `distributed_planner.rounds`)
     # a feed of Parquet files that DataFusion reads: in rounds, or taken whole when the task
-    # starts (its only task, or every task reading every unit); otherwise read as a reader's
+    # starts (its only task, or every task reading every unit); otherwise read as a reader's units are
     native: bool = False
     # a feed of Parquet files under a filter: the filter's predicate, for the Parquet scan to
     # prune with (see `work_unit_feed.reading`), and how DataFusion shows it
