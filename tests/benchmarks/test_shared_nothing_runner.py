@@ -53,6 +53,17 @@ def test_the_model_adds_the_transfer_over_every_link_and_two_round_trips_per_sta
     assert shared_nothing.modelled_seconds(1.0, 25_000_000, 3, unlimited, workers=2) == 1.0
 
 
+def receive(conn: socket.socket, size: int) -> bytes:
+    """Up to `size` bytes from `conn`, fewer if it closes first."""
+    received = b""
+    while len(received) < size:
+        data = conn.recv(65536)
+        if not data:
+            break
+        received += data
+    return received
+
+
 def test_the_delaying_proxy_forwards_every_byte_both_ways(runner):
     _, netsim = runner
     server = socket.create_server(("127.0.0.1", 0))
@@ -62,13 +73,7 @@ def test_the_delaying_proxy_forwards_every_byte_both_ways(runner):
     def echo() -> None:
         conn, _ = server.accept()
         with conn:
-            received = b""
-            while len(received) < len(payload):
-                data = conn.recv(65536)
-                if not data:
-                    break
-                received += data
-            conn.sendall(received)
+            conn.sendall(receive(conn, len(payload)))
 
     threading.Thread(target=echo, daemon=True).start()
     proxies = netsim.DelayProxies([("127.0.0.1", "127.0.0.1", server.getsockname()[1])])
@@ -76,12 +81,7 @@ def test_the_delaying_proxy_forwards_every_byte_both_ways(runner):
         proxies.set_delay_ms(2)
         with socket.create_connection(("127.0.0.1", proxies.ports[0]), timeout=30) as client:
             client.sendall(payload)
-            echoed = b""
-            while len(echoed) < len(payload):
-                data = client.recv(65536)
-                if not data:
-                    break
-                echoed += data
+            echoed = receive(client, len(payload))
         assert echoed == payload
     finally:
         proxies.close()

@@ -35,6 +35,7 @@ from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool, WorkerUnreachable
 from ..protocol.messages import FeedTask, FileLocation, RunTask, TaskInput, TaskResult
 from ..work_unit_feed.dispatch import FeedRun
+from ..work_unit_feed.reading import scan_fields
 from ..work_unit_feed.service import FeedService
 from .cancellation import POLL_SECONDS, CancelScope
 from .errors import FeedFailed, QueryFailed, as_query_failure
@@ -188,20 +189,13 @@ class QueryRun:
             partitions = scan.task_partitions(task.index, count)
             tasks.append(
                 FeedTask(
-                    scan.marker,
-                    scan.scan,
-                    scan.scan_id,
-                    url,
-                    token,
-                    reader,
-                    partitions,
-                    scan.columns,
-                    scan.plain,
-                    scan.rounds,
-                    scan.native,
-                    scan.predicate,
-                    scan.predicate_shown,
-                    self.clients.settings.timeout,
+                    url=url,
+                    token=token,
+                    reader=reader,
+                    partitions=partitions,
+                    rounds=scan.rounds,
+                    connect_timeout=self.clients.settings.timeout,
+                    **scan_fields(scan),
                 )
             )
         return tuple(tasks)

@@ -384,20 +384,22 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             and ref.parquet
             and runs_in_rounds(fragment.root, node, set(markers))
         )
+        predicate, shown = _pruning_predicate(fragment.root, node) if ref.parquet else (None, "")
         feeds.append(
             FeedScan(
-                feed_marker(scan_id),
-                node.raw,
-                ref.feed_id,
-                scan_id,
-                whole,
-                ref.name,
-                ref.partitions,
-                projected_columns(node.line),
-                is_plain_projection(node.line),
-                rounds,
-                ref.parquet and (rounds or whole or fragment.tasks == 1),
-                *(_pruning_predicate(fragment.root, node) if ref.parquet else (None, "")),
+                marker=feed_marker(scan_id),
+                scan=node.raw,
+                feed_id=ref.feed_id,
+                scan_id=scan_id,
+                whole=whole,
+                name=ref.name,
+                partitions=ref.partitions,
+                columns=projected_columns(node.line),
+                plain=is_plain_projection(node.line),
+                rounds=rounds,
+                native=ref.parquet and (rounds or whole or fragment.tasks == 1),
+                predicate=predicate,
+                predicate_shown=shown,
             )
         )
         markers[id(node)] = feeds[-1].marker

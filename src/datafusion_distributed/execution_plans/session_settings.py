@@ -146,33 +146,36 @@ class TaskSessions:
         """The session a task carrying `settings` and object `stores` runs in."""
         if not settings:
             return self.stores_base(stores)
-        key = (settings, stores)
-        with self._lock:
-            if key in self._derived:
-                self._derived.move_to_end(key)
-                return self._derived[key]
-        derived = with_settings(self.stores_base(stores), settings)  # outside the lock: tasks go on
-        self._keep(self._derived, key, derived)
-        return derived
+        return self._kept_session(
+            self._derived, (settings, stores), lambda: with_settings(self.stores_base(stores), settings)
+        )
 
     def stores_base(self, stores: ObjectStores) -> SessionContext:
         """The session tasks carrying `stores` and no settings run in: the base session when
         there are none, else one built for those stores, with them registered."""
         if not stores:
             return self.base()
-        with self._lock:
-            if stores in self._with_stores:
-                self._with_stores.move_to_end(stores)
-                return self._with_stores[stores]
-        session = self._build()
-        register_stores(session, stores)
-        self._keep(self._with_stores, stores, session)
-        return session
 
-    def _keep(self, kept: OrderedDict, key: object, session: SessionContext) -> None:
-        """Keep `session` under `key` in `kept`, as the most recently used of at most `_kept`."""
+        def build() -> SessionContext:
+            session = self._build()
+            register_stores(session, stores)
+            return session
+
+        return self._kept_session(self._with_stores, stores, build)
+
+    def _kept_session(
+        self, kept: OrderedDict, key: object, make: Callable[[], SessionContext]
+    ) -> SessionContext:
+        """The session kept under `key` in `kept`, or one `make` makes (outside the lock: other
+        tasks go on meanwhile) and keeps, as the most recently used of at most `_kept`."""
+        with self._lock:
+            if key in kept:
+                kept.move_to_end(key)
+                return kept[key]
+        session = make()
         with self._lock:
             kept[key] = session
             kept.move_to_end(key)
             while len(kept) > self._kept:
                 kept.popitem(last=False)
+        return session

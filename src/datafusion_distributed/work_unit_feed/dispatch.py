@@ -168,9 +168,12 @@ class FeedRun:
             queue = self._scans.get(scan_id)
             if queue is None:
                 raise AttemptAbandoned(f"query {self.query_id} has no feed scan {scan_id}")
-            if attempt.replay is not None or queue.scan.whole:
-                return self._take_in_order(attempt, queue)
-            if queue.returned:
+            in_order = attempt.replay is not None or queue.scan.whole
+            if in_order:
+                index = self._next_in_order(attempt, queue)
+                if index is None:
+                    return None
+            elif queue.returned:
                 index = queue.returned.popleft()
             else:
                 index = queue.next
@@ -180,34 +183,29 @@ class FeedRun:
         payload = queue.log.get(index)
         with self._lock:
             if payload is None:
-                if queue.next == index + 1:
+                if not in_order and queue.next == index + 1:
                     queue.next = index  # the end: whoever asks next finds it too
                 return None
-            if attempt.abandoned:  # given up on while the provider worked: the unit goes back
-                queue.returned.appendleft(index)
+            if attempt.abandoned:  # given up on while the provider worked
+                if not in_order:  # the unit goes back (an in-order one is nobody else's)
+                    queue.returned.appendleft(index)
                 raise AttemptAbandoned(
                     f"the attempt of stage {attempt.stage} task {attempt.task} was given up on"
                 )
             attempt.taken[scan_id].append(index)
         return Unit(index, payload)
 
-    def _take_in_order(self, attempt: _Attempt, queue: _ScanQueue) -> Unit | None:
-        """The attempt's next unit of a scan read whole, or of its committed units."""
+    @staticmethod
+    def _next_in_order(attempt: _Attempt, queue: _ScanQueue) -> int | None:
+        """The index of the attempt's next unit of a scan read whole, or of its committed
+        units (None past the last committed one); a whole scan reads the log as it grows."""
         scan_id = queue.scan.scan_id
         position = attempt.cursors[scan_id]
         attempt.cursors[scan_id] += 1
-        if attempt.replay is not None:
-            units = attempt.replay.get(scan_id, [])
-            if position >= len(units):
-                return None
-            index = units[position]
-        else:
-            index = position
-        payload = queue.log.get(index)  # whole scans read the log as it grows
-        if payload is None:
-            return None
-        attempt.taken[scan_id].append(index)
-        return Unit(index, payload)
+        if attempt.replay is None:
+            return position
+        units = attempt.replay.get(scan_id, [])
+        return units[position] if position < len(units) else None
 
     def _attempt(self, token: str) -> _Attempt:
         attempt = self._attempts.get(token)

@@ -16,7 +16,6 @@ each task still takes them as it goes.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -54,7 +53,7 @@ class UnitSource(Protocol):
 
 
 class ScanOfFeed(Protocol):
-    """What a stage's FeedScan and a task's FeedTask both say of a feed scan."""
+    """What a stage's FeedScan and a task's FeedTask both say of a feed scan (`SCAN_FIELDS`)."""
 
     marker: bytes
     scan: bytes
@@ -64,6 +63,15 @@ class ScanOfFeed(Protocol):
     native: bool
     predicate: bytes | None
     predicate_shown: str
+
+
+# the fields of a feed scan that go from a stage's FeedScan to its tasks' FeedTask and FeedToRead
+SCAN_FIELDS = ("marker", "scan", "scan_id", "columns", "plain", "native", "predicate", "predicate_shown")
+
+
+def scan_fields(scan: ScanOfFeed) -> dict:
+    """`SCAN_FIELDS` of `scan`, by name."""
+    return {name: getattr(scan, name) for name in SCAN_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -96,29 +104,16 @@ class FeedToRead:
     def of(cls, scan: ScanOfFeed, reader: FeedReader, partitions: int, source: UnitSource) -> FeedToRead:
         """The feed scan `scan` (a stage's FeedScan, or the FeedTask a worker is sent) read by
         `reader` over `partitions` partitions, its units from `source`."""
-        return cls(
-            scan.marker,
-            scan.scan,
-            scan.scan_id,
-            reader,
-            partitions,
-            source,
-            scan.columns,
-            scan.plain,
-            scan.native,
-            scan.predicate,
-            scan.predicate_shown,
-        )
+        return cls(reader=reader, partitions=partitions, source=source, **scan_fields(scan))
 
 
 @dataclass(frozen=True)
 class FeedLeaf:
-    """A feed scan read: the plan bytes replacing its marker, and how many units and rows it read."""
+    """A feed scan read: the plan bytes replacing its marker, and how many units it read."""
 
     marker: bytes
     leaf: bytes
     units: int
-    rows: int
 
 
 def read_feed(
@@ -142,9 +137,9 @@ def read_feed(
         if failed.is_set():
             raise _OtherPartitionFailed()
 
-    def read_partition(partition: int) -> tuple[str, int, int] | BaseException:
+    def read_partition(partition: int) -> tuple[str, int] | BaseException:
         path = os.path.join(folder, f"feed-{feed.scan_id}-part-{partition}.arrow")
-        units = rows = 0
+        units = 0
         try:
             with pa.ipc.new_file(path, schema) as writer:
                 while True:
@@ -158,41 +153,38 @@ def read_feed(
                         if on_write is not None:
                             on_write(batch.nbytes)
                         writer.write_batch(batch)
-                        rows += batch.num_rows
         except BaseException as exc:  # handed back: the partitions' first real error is raised
             failed.set()
             return exc
-        return path, units, rows
+        return path, units
 
     done = map_concurrently(read_partition, list(range(feed.partitions)), feed.partitions)
     errors = [item for item in done if isinstance(item, BaseException)]
     if errors:
         raise next((e for e in errors if not isinstance(e, _OtherPartitionFailed)), errors[0])
-    groups = [[local_file(path)] for path, _, _ in done]
+    groups = [[local_file(path)] for path, _ in done]
     # a narrow file is scanned alone; otherwise the planned scan, with its projection, reads it
     leaf = arrow_scan(schema, groups) if narrow else with_file_groups(feed.scan, groups)
-    return FeedLeaf(
-        feed.marker,
-        leaf,
-        sum(units for _, units, _ in done),
-        sum(rows for _, _, rows in done),
-    )
+    return FeedLeaf(feed.marker, leaf, sum(units for _, units in done))
 
 
-def _take_files(feed: FeedToRead, check: Callable[[], None]) -> FeedLeaf:
+def _take_files(
+    feed: FeedToRead, check: Callable[[], None], scan: bytes | None = None, limit: int | None = None
+) -> FeedLeaf:
     """Take the units of a feed of Parquet files for the scan's partitions, in turn, until
-    the task is handed no more (each is only a path: nothing is read here): the scan planned
-    over the feed's table, made a Parquet scan of them (DataFusion's own reader)."""
+    the task is handed no more, or `limit` of them (each is only a path: nothing is read
+    here): `scan`, the feed's Parquet scan (`_parquet_scan`, made here if not given), reading
+    them with DataFusion's own reader."""
     groups: list[list] = [[] for _ in range(feed.partitions)]
     units = 0
-    while True:
+    while limit is None or units < limit:
         check()
         unit = feed.source.next_unit()
         if unit is None:
             break
         groups[units % feed.partitions].append(_unit_file(feed, unit))
         units += 1
-    return FeedLeaf(feed.marker, with_file_groups(_parquet_scan(feed), groups), units, 0)
+    return FeedLeaf(feed.marker, with_file_groups(scan or _parquet_scan(feed), groups), units)
 
 
 def _parquet_scan(feed: FeedToRead) -> bytes:
@@ -237,28 +229,13 @@ def _unit_file(feed: FeedToRead, unit: Unit):
             raise ValueError(f"a unit of a feed of Parquet files is an absolute path, got {path!r}")
         return local_file(path)
     except Exception as exc:  # not a path, or no file there
-        detail = f"{type(exc).__name__}: {exc}"
-        feed.source.unit_failed(unit.index, detail)
-        raise FeedError(feed.reader.name, "reader", f"#{unit.index}", detail) from exc
+        raise _unit_failed(feed, unit, f"{type(exc).__name__}: {exc}") from exc
 
 
-class _AtMost:
-    """A unit source that gives at most `limit` units of `source`, then none."""
-
-    def __init__(self, source: UnitSource, limit: int):
-        self.source = source
-        self.left = limit
-        self._lock = threading.Lock()
-
-    def next_unit(self) -> Unit | None:
-        with self._lock:
-            if self.left <= 0:
-                return None
-            self.left -= 1
-        return self.source.next_unit()
-
-    def unit_failed(self, index: int, detail: str) -> None:
-        self.source.unit_failed(index, detail)
+def _unit_failed(feed: FeedToRead, unit: Unit, detail: str) -> FeedError:
+    """Tell the coordinator that reading `unit` failed with `detail`; the error to raise."""
+    feed.source.unit_failed(unit.index, detail)
+    return FeedError(feed.reader.name, "reader", f"#{unit.index}", detail)
 
 
 class FeedRounds:
@@ -281,6 +258,7 @@ class FeedRounds:
         self.feed = feed
         self.check = check
         self.build = build
+        self.scan = _parquet_scan(feed)  # the same each round: only its files change
         self.metrics: NodeMetrics | None = None
         self._plans: dict[int, Any] = {}  # round -> its plan, None past the last, or its error
         self._finished: dict[int, int] = {}  # round -> output partitions done with it
@@ -327,8 +305,7 @@ class FeedRounds:
     def _make(self, index: int) -> ExecutionPlan | None:
         if index > 0 and self._plans.get(index - 1) is None:
             return None
-        share = dataclasses.replace(self.feed, source=_AtMost(self.feed.source, self.feed.partitions))
-        leaf = _take_files(share, self.check)
+        leaf = _take_files(self.feed, self.check, self.scan, limit=self.feed.partitions)
         if index > 0 and not leaf.units:
             return None
         return self.build(leaf.marker, leaf.leaf)
@@ -350,9 +327,7 @@ def _read_unit(feed: FeedToRead, unit: Unit, narrow: pa.Schema | None):
         feed.source.unit_failed(unit.index, exc.detail)
         raise
     except Exception as exc:  # the unit would not unpickle here
-        detail = f"{type(exc).__name__}: {exc}"
-        feed.source.unit_failed(unit.index, detail)
-        raise FeedError(feed.reader.name, "reader", f"#{unit.index}", detail) from exc
+        raise _unit_failed(feed, unit, f"{type(exc).__name__}: {exc}") from exc
 
 
 def read_feeds(
