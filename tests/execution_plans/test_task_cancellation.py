@@ -172,3 +172,38 @@ def test_an_interrupted_wait_leaves_no_exception_behind(folder, monkeypatch):
         for _ in range(100):  # a pending interruption would be raised here
             time.sleep(0.001)
     assert sent.count(task_module._Interrupt) >= 4  # the waits were interrupted
+
+
+def test_an_interruption_lost_in_other_python_code_is_raised_again(folder):
+    """Python code that runs in the waiting thread for something else (a gc callback, whose
+    exceptions Python ignores) may receive the interruption and drop it: the watchdog raises
+    it again while the thread stays inside the wait, so the task still stops."""
+    small = SessionContext(SessionConfig().with_target_partitions(1))
+    small.register_parquet("t", str(folder))
+    dropped = []
+
+    def stubborn(values: pa.Array) -> pa.Array:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                time.sleep(0.01)
+            except task_module._Interrupt:
+                if dropped:
+                    raise
+                dropped.append(time.monotonic())  # the first one is lost, as in a gc callback
+        return values
+
+    small.register_udf(udf(stubborn, [pa.int64()], pa.int64(), "volatile", "stubborn"))
+    plan = small.sql("SELECT stubborn(k) AS k FROM t").execution_plan()
+    stop = after(0.2)
+
+    def check() -> None:
+        if stop():
+            raise Stop()
+
+    started = time.monotonic()
+    with pytest.raises(Stop):
+        for _ in stream_partitions(small, plan, check=check):
+            pass
+    assert dropped, "the wait was never interrupted"
+    assert time.monotonic() - started < 0.2 + task_module.REARM_SECONDS + 3

@@ -231,6 +231,7 @@ def added_yield_point(plan: ExecutionPlan, line: str) -> ExecutionPlan | None:
 
 
 POLL_SECONDS = 0.1  # how often the checks of tasks waiting for a batch are run
+REARM_SECONDS = 1.0  # how long an interrupted wait may go on before it is interrupted again
 
 
 class _Interrupt(BaseException):
@@ -245,7 +246,9 @@ def _set_async_exc(thread: int, exc: type[BaseException] | None) -> None:
 
 class _Wait:
     """A partition being read: the watchdog may interrupt the thread reading it only while that
-    thread is inside DataFusion's `next()` (`inside`), and once."""
+    thread is inside DataFusion's `next()` (`inside`). The interruption is raised again every
+    REARM_SECONDS while the thread stays inside: Python code run in that thread by something
+    else (a gc callback, a `__del__`) may receive it and have it ignored."""
 
     def __init__(self, check: Callable[[], None]):
         self.thread = 0  # the thread inside `next()`
@@ -253,6 +256,7 @@ class _Wait:
         self.lock = threading.Lock()
         self.inside = False
         self.interrupted = False
+        self.interrupted_at = 0.0
 
     def enter(self) -> None:
         with self.lock:
@@ -267,15 +271,17 @@ class _Wait:
 
     def poll(self) -> None:
         """Run the check; if it raises while the thread waits, interrupt the wait."""
-        if self.interrupted:
-            return
-        try:
-            self.check()
-        except BaseException:  # the thread runs the check itself once interrupted
-            with self.lock:
-                if self.inside and not self.interrupted:
-                    self.interrupted = True
-                    _set_async_exc(self.thread, _Interrupt)
+        if not self.interrupted:
+            try:
+                self.check()
+                return
+            except BaseException:  # the thread runs the check itself once interrupted
+                pass
+        with self.lock:
+            now = time.monotonic()
+            if self.inside and (not self.interrupted or now - self.interrupted_at >= REARM_SECONDS):
+                self.interrupted, self.interrupted_at = True, now
+                _set_async_exc(self.thread, _Interrupt)
 
 
 class _Watchdog:
