@@ -30,7 +30,7 @@ ray = pytest.importorskip("ray")
 from datafusion_distributed import RayCluster  # noqa: E402 - only once Ray is known to be there
 
 LOOPBACK = "127.0.0.1"
-CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024, connect_timeout=10)
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=4 * 1024, connect_timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from datafusion_distributed.test_utils.local_check import (
 )
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
-BYTES_PER_PARTITION = 64 * 1024
+BYTES_PER_PARTITION = 4 * 1024
 FAST_COMBINATIONS = {(3, 2), (2, 4)}
 COMBINATIONS = [
     pytest.param(w, p, id=f"w{w}-p{p}", marks=() if (w, p) in FAST_COMBINATIONS else pytest.mark.slow)

@@ -14,7 +14,7 @@ from datafusion import SessionContext, udf
 from datafusion_distributed import DistributedConfig, DistributedContext, EnvResolver, StaticResolver
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 
-CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=1024)
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=1)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_a_query_releases_only_the_workers_it_ran_tasks_on(data_dir, monkeypatch
         def route_task(self, request):
             return request.workers[request.task % 2]
 
-    config = DistributedConfig(partitions_per_task=1, bytes_per_partition=1024, embedded_workers=4)
+    config = DistributedConfig(partitions_per_task=1, bytes_per_partition=1, embedded_workers=4)
     with DistributedContext(ctx, config=config, handlers=[FirstTwoWorkers()]) as dctx:
         dctx.sql("SELECT 1 AS one").to_arrow_table()  # runs in the coordinator: no worker called
         assert released == []

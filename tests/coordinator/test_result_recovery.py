@@ -27,7 +27,7 @@ from datafusion_distributed.test_utils.tpch import register_tpch
 
 pytestmark = pytest.mark.timeout(120)
 
-CONFIG = DistributedConfig(bytes_per_partition=64 * 1024, connect_timeout=5)
+CONFIG = DistributedConfig(bytes_per_partition=1024, connect_timeout=5)
 # One stage of three tasks: its outputs are the result, streamed from the workers one by one.
 GATHERED = "SELECT l_orderkey, l_linenumber, l_quantity FROM lineitem WHERE l_quantity > 45"
 # A last stage of one task, run in the coordinator over inputs it copies from the workers.

@@ -19,7 +19,7 @@ from datafusion_distributed.events import (
 )
 from datafusion_distributed.test_utils.tpch import register_tpch
 
-CONFIG = DistributedConfig(bytes_per_partition=64 * 1024)
+CONFIG = DistributedConfig(bytes_per_partition=1024)
 QUERY = "SELECT o_orderpriority, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"
 
 
@@ -154,9 +154,7 @@ def test_unreachable_worker_is_reported(tpch_sf001, cluster):
     recorder = Recorder()
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf001)
-    config = DistributedConfig(
-        bytes_per_partition=64 * 1024, connect_timeout=5, auth_token=cluster.auth_token
-    )
+    config = DistributedConfig(bytes_per_partition=1024, connect_timeout=5, auth_token=cluster.auth_token)
     dctx = DistributedContext(ctx, workers=[dead, *cluster.get_urls()], config=config, handlers=[recorder])
     assert len(dctx.sql(QUERY).to_pylist()) == 5
     lost = [e for e in recorder.events if e.kind is EventKind.WORKER_UNREACHABLE]

@@ -24,14 +24,14 @@ from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tpch"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
 CONFIG = PlannerConfig(
-    workers=3, partitions_per_task=2, bytes_per_partition=64 * 1024, broadcast_total_rows=None
+    workers=3, partitions_per_task=2, bytes_per_partition=8 * 1024, broadcast_total_rows=None
 )
 
 
 def header(n: int) -> str:
     return (
         f"-- TPC-H q{n:02d}, SF 0.01 in 4 files per table: workers={CONFIG.workers}, "
-        f"partitions_per_task={CONFIG.partitions_per_task}, bytes_per_partition=64 KiB\n"
+        f"partitions_per_task={CONFIG.partitions_per_task}, bytes_per_partition=8 KiB\n"
     )
 
 

@@ -14,7 +14,7 @@ from datafusion_distributed.metrics.explain import executed_node
 from datafusion_distributed.metrics.task_metrics import NodeMetrics
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
-CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=256 * 1024)
+CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=1024)
 
 
 @pytest.fixture(scope="module")

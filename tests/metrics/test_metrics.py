@@ -27,7 +27,7 @@ from datafusion_distributed.protocol.messages import (
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 # Small partitions so SF 0.01 splits into several tasks per stage.
-CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=64 * 1024)
+CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=1024)
 
 
 @pytest.fixture(scope="module")

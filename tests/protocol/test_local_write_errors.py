@@ -21,7 +21,7 @@ from datafusion_distributed.test_utils.tpch import register_tpch
 
 pytestmark = pytest.mark.timeout(120)
 
-CONFIG = DistributedConfig(bytes_per_partition=64 * 1024, connect_timeout=5)
+CONFIG = DistributedConfig(bytes_per_partition=1024, connect_timeout=5)
 # Two stages: workers copy the shuffle's files from each other, the coordinator copies the
 # last stage's inputs to merge them.
 SQL = "SELECT o_orderpriority, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"

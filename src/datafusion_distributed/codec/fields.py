@@ -27,6 +27,7 @@ PARQUET_PREDICATE = 3
 # FileScanExecConf.
 CONF_FILE_GROUPS = 1
 CONF_STATISTICS = 6
+CONF_OBJECT_STORE_URL = 8
 CONF_PROJECTION_EXPRS = 13
 
 # ProjectionExprs and each of its ProjectionExpr entries.

@@ -74,6 +74,13 @@ def file_groups(node: bytes) -> list[list[ScannedFile]]:
     return groups
 
 
+def object_store_url(node: bytes) -> str:
+    """The URL of the store a scan reads its files from ("file:///" for local files)."""
+    _, _, _, conf = _base_conf(node)
+    urls = [f.payload(conf) for f in iter_fields(conf) if f.number == F.CONF_OBJECT_STORE_URL]
+    return urls[0].decode() if urls else ""
+
+
 def _decode_file(buf: bytes) -> ScannedFile:
     path, size, rng = "", 0, None
     for f in iter_fields(buf):

@@ -32,7 +32,8 @@ class PlanningSettings:
             made with `workers * partitions_per_task` target partitions, so exchanges fan out
             to the whole cluster. At least 1. Default 2.
         bytes_per_partition: scanned bytes that justify one partition at a leaf stage; a leaf
-            stage gets `ceil(bytes / bytes_per_partition / partitions_per_task)` tasks. At
+            stage gets `ceil(bytes / bytes_per_partition / partitions_per_task)` tasks. A
+            Parquet scan of local files counts only its columns' bytes (`scan_size`). At
             least 1. Default 16 MiB.
         cardinality_factor: task count of a stage relative to its largest input stage (1.0
             keeps it; below 1 shrinks stages after reductions). Positive. Default 1.0.

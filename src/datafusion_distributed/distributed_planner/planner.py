@@ -51,6 +51,7 @@ from .boundaries import (
 from .config import PlannerConfig
 from .fidelity import travel_blocker, unserialisable
 from .rounds import runs_in_rounds
+from .scan_size import scanned_bytes
 
 log = logging.getLogger("datafusion_distributed.planner")
 
@@ -167,10 +168,6 @@ def _edge_units(edge: _Edge) -> int:
     return 1  # a coalesce or merge yields one partition in the consumer
 
 
-def _scanned_bytes(scan: PlanNode) -> int:
-    return sum(f.bytes_read for group in file_groups(scan.raw) for f in group)
-
-
 def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: HandlerChain) -> None:
     if fragment.table is not None:
         return  # written by the coordinator, not run as tasks
@@ -195,7 +192,7 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
     tables = sum(e.fragment.table.data_bytes for e in split_edges if e.fragment.table is not None)
     request = TaskCountRequest(
         fragment.root,
-        sum(_scanned_bytes(s) for s in split_scans) + tables,
+        sum(scanned_bytes(s) for s in split_scans) + tables,
         tuple(shuffles),
         min(units),
         config.workers,
@@ -232,7 +229,7 @@ def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
             and all(e.fragment.table for e in _cut_edges(edge.fragment))
             and not _stage_leaves(edge.fragment, "feeds")  # each consumer task would read every unit
         ):
-            scanned = sum(_scanned_bytes(scan) for scan, _ in _stage_leaves(edge.fragment, "scans"))
+            scanned = sum(scanned_bytes(scan) for scan, _ in _stage_leaves(edge.fragment, "scans"))
             edge.inline = scanned <= config.broadcast_inline_bytes
 
 
