@@ -99,7 +99,7 @@ def test_an_unreadable_footer_counts_the_whole_file(folder, monkeypatch):
 
 
 def test_a_scan_of_many_files_reads_a_sample_of_footers(tmp_path, monkeypatch):
-    for part in range(4 * scan_size.SAMPLED_FILES):
+    for part in range(3 * scan_size.SAMPLED_FILES - 1):  # not a multiple: the sample stays bounded
         pq.write_table(wide_table().slice(0, 500), tmp_path / f"p{part:03d}.parquet", compression="none")
     ctx = SessionContext()
     ctx.register_parquet("t", str(tmp_path))
