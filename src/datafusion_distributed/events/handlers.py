@@ -26,7 +26,8 @@ class TaskCountRequest:
 
     Attributes:
         root: the stage's top plan node (its subtree is the stage, inputs included).
-        scanned_bytes: bytes the stage's split file scans read (0 when it scans nothing).
+        scanned_bytes: bytes the stage's split file scans read (0 when it scans nothing); a
+            Parquet scan of local files counts only the columns it reads (see `scan_size`).
         input_tasks: task counts of the shuffle stages this stage reads and splits.
         splittable_partitions: the most tasks the stage can be split into.
         workers: workers in the cluster.
