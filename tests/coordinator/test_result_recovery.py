@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import pyarrow as pa
 import pytest
-from datafusion import SessionContext
+from datafusion import SessionContext, udf
 
 from datafusion_distributed import (
     DistributedConfig,
@@ -153,9 +154,15 @@ class StopWhileRunning:
 def test_a_worker_stopped_while_its_task_runs_is_a_lost_worker(cluster, tpch, single_node_sf001):
     """A stopping worker cancels its running tasks: their failure tells the coordinator the worker
     is gone, so the task is retried elsewhere rather than failing the query."""
+    def slowly_true(keys: pa.Array) -> pa.Array:  # each task still runs when its worker stops
+        time.sleep(0.2)
+        return pa.array([True] * len(keys))
+
+    tpch.register_udf(udf(slowly_true, [pa.int64()], pa.bool_(), "stable", "slowly_true"))
+    slow = FETCHED.replace("FROM orders", "FROM orders WHERE slowly_true(o_orderkey)")
     stopper, recorder = StopWhileRunning(cluster), Recorder()
     config = dataclasses.replace(CONFIG, auth_token=cluster.auth_token)
     dctx = DistributedContext(tpch, workers=cluster.get_urls(), config=config, handlers=[stopper, recorder])
-    got = dctx.sql(FETCHED).to_arrow_table()
+    got = dctx.sql(slow).to_arrow_table()
     assert stopper.stopped and recorder.lost() == stopper.stopped
     assert_tables_equal(got, single_node_sf001.sql(FETCHED).to_arrow_table(), sql=FETCHED)
