@@ -154,6 +154,7 @@ class StopWhileRunning:
 def test_a_worker_stopped_while_its_task_runs_is_a_lost_worker(cluster, tpch, single_node_sf001):
     """A stopping worker cancels its running tasks: their failure tells the coordinator the worker
     is gone, so the task is retried elsewhere rather than failing the query."""
+
     def slowly_true(keys: pa.Array) -> pa.Array:  # each task still runs when its worker stops
         time.sleep(0.2)
         return pa.array([True] * len(keys))
