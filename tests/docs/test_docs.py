@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").glob("*.md"))]
 RUNNER = Path(__file__).with_name("run_doc_blocks.py")
 FILE_TIMEOUT = 300.0  # seconds for all the blocks of one file (under pytest-timeout's 600)
+STOP_TIMEOUT = 10.0  # seconds a stopped run has to delete its clusters' folders
 TERMINAL_COLUMNS = "100"  # the width `--help` texts in the docs are wrapped at
 
 BLOCKS = [block for doc in DOCS for block in doc_blocks(REPO, doc)]
@@ -62,6 +63,17 @@ class DocRun:
     def log_path(self) -> Path:
         return self.workdir / ".docs-test-output.log"
 
+    def stop(self) -> None:
+        """End the run and the workers it started: SIGTERM first, whose handlers delete the
+        spool folders of the clusters the blocks made (SIGKILL would leave them in the temp
+        folder), then SIGKILL if it has not ended within STOP_TIMEOUT."""
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
     @cache  # noqa: B019 - one wait per run, for the session
     def finish(self) -> tuple[list[dict], list[str]]:
         """Wait for the run, within its deadline, and return each block's result and output."""
@@ -69,8 +81,7 @@ class DocRun:
             returncode = self.process.wait(timeout=max(0.0, self.deadline - time.monotonic()))
             ended = f"the block runner exited with status {returncode}"
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self.stop()
             ended = f"timed out after {FILE_TIMEOUT}s"
         results = json.loads(self.results_path.read_text()) if self.results_path.exists() else []
         if len(results) < len(self.blocks):
@@ -122,8 +133,7 @@ def doc_runs(tmp_path_factory: pytest.TempPathFactory, sales_table: Path):
     yield run
     for started in runs.values():  # runs never waited for (deselected tests) are stopped
         if started.process.poll() is None:
-            os.killpg(started.process.pid, signal.SIGKILL)
-            started.process.wait()
+            started.stop()
 
 
 def _lay_out_like_the_repository(workdir: Path, sales_table: Path) -> None:

@@ -30,6 +30,10 @@ def slow(values: pa.Array) -> pa.Array:
     return values
 
 
+def read_unit(unit: int) -> pa.Table:
+    return pa.table({"u": pa.array([unit], pa.int64())})
+
+
 def main(kind: str, data: str) -> None:
     if kind == "own-handler":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
@@ -39,6 +43,8 @@ def main(kind: str, data: str) -> None:
     config = DistributedConfig(bytes_per_partition=1024)
     if kind == "embedded":
         dctx = DistributedContext(ctx, config=config)
+        # a feed's table files are a temporary folder of their own, which must go too
+        dctx.register_feed("units", [1, 2], read_unit, pa.schema([("u", pa.int64())]))
         spool_files = dctx._cluster.spool_files
         print("pids", flush=True)
     else:

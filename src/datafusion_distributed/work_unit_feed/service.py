@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..codec.feed_scan import feed_file_name, feed_folder_name
+from ..common import exits
 from ..execution_plans.stage import FeedScan
 from .dispatch import FeedRun
 from .feed import WorkUnitFeed
@@ -41,6 +42,7 @@ class FeedService:
         self._middleware = middleware or (lambda: None)
         self._feeds: dict[str, WorkUnitFeed] = {}
         self._folder: str | None = None
+        self._exit_key: int | None = None
         self._server: FeedServer | None = None
         self._lock = threading.Lock()
 
@@ -51,7 +53,9 @@ class FeedService:
         with self._lock:
             if self._folder is None:
                 self._folder = tempfile.mkdtemp(prefix="datafusion-distributed-feeds-")
-                atexit.register(functools.partial(shutil.rmtree, self._folder, ignore_errors=True))
+                remove = functools.partial(shutil.rmtree, self._folder, ignore_errors=True)
+                atexit.register(remove)
+                self._exit_key = exits.at_exit_signal(remove)  # SIGTERM skips atexit
             self._feeds[feed.id] = feed
             table = re.sub(r"[^A-Za-z0-9_.-]", "_", feed.name)[:64] or "feed"  # explain() shows it
             folder = os.path.join(
@@ -111,7 +115,10 @@ class FeedService:
         with self._lock:
             server, self._server = self._server, None
             folder, self._folder = self._folder, None
+            exit_key, self._exit_key = self._exit_key, None
         if server is not None:
             server.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+        if exit_key is not None:
+            exits.forget(exit_key)
