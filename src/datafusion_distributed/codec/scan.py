@@ -22,6 +22,12 @@ class ScannedFile:
     range: tuple[int, int] | None = None
 
     @property
+    def local_path(self) -> str:
+        """Where the file is on this machine, if it is a local file (a scan names local files
+        by their absolute path without the root)."""
+        return "/" + self.path
+
+    @property
     def bytes_read(self) -> int:
         """Bytes the scan reads from this file: its byte range if it has one, else the whole file."""
         return self.range[1] - self.range[0] if self.range else self.size

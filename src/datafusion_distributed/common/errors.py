@@ -29,6 +29,11 @@ def failure_message(exc: BaseException) -> str:
     return text if isinstance(exc, Exception) else f"{type(exc).__name__}: {text}"
 
 
+def server_message(exc: BaseException) -> str:
+    """A Flight error's message without the gRPC details Flight appends: the server's own words."""
+    return str(exc).split(". Detail:")[0].split("\ngRPC client debug context")[0]
+
+
 def first_line(message: str, limit: int = 300) -> str:
     """The first line of an error message, cut to `limit` characters (DataFusion's errors may
     end in a dump of the whole plan)."""

@@ -95,7 +95,7 @@ def json_format_lost(node: PlanNode) -> str | None:
         for scanned in group:
             if scanned.path.endswith(_COMPRESSED):
                 return "the compression of a JSON scan is dropped"
-            local = "/" + scanned.path
+            local = scanned.local_path
             if not os.path.isfile(local):
                 return "the format of a JSON file outside this machine cannot be checked"
             with open(local, "rb") as f:

@@ -39,7 +39,7 @@ def scanned_bytes(scan: PlanNode) -> int:
     ):
         return whole
     sampled = files[:: -(-len(files) // SAMPLED_FILES)]  # at most SAMPLED_FILES, spread out
-    shares = [_column_share("/" + f.path, f.size, columns) for f in sampled]
+    shares = [_column_share(f.local_path, f.size, columns) for f in sampled]
     if any(share is None for share in shares):
         return whole
     sampled_bytes = sum(f.bytes_read for f in sampled)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from ..common.errors import server_message
 from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
 from .messages import (
     PROTOCOL_VERSION,
@@ -109,12 +110,6 @@ def _lost_worker(exc: flight.FlightError) -> str | None:
     return lost if isinstance(lost, str) else None
 
 
-def _server_message(exc: flight.FlightError) -> str:
-    text = str(exc)
-    # Flight appends gRPC details after the message; keep the worker's own words.
-    return text.split(". Detail:")[0].split("\ngRPC client debug context")[0]
-
-
 @dataclass(frozen=True)
 class ClientSettings:
     """How a coordinator or worker calls workers: its deadlines, token and trusted CAs.
@@ -186,16 +181,16 @@ class WorkerClient:
             return WorkerTimeout(self.url, timeout)
         if isinstance(exc, flight.FlightCancelledError):
             # Nothing here cancels its own calls: the worker's server did, as it stopped.
-            return WorkerUnreachable(self.url, f"the worker stopped during the call ({_server_message(exc)})")
+            return WorkerUnreachable(self.url, f"the worker stopped during the call ({server_message(exc)})")
         if isinstance(exc, flight.FlightUnavailableError):
             if is_tls_failure(str(exc)):  # a setup error: retrying elsewhere would not help
-                return WorkerError(self.url, f"TLS handshake failed: {_server_message(exc)}")
+                return WorkerError(self.url, f"TLS handshake failed: {server_message(exc)}")
             if self.url.startswith("grpc+tls://") and is_client_certificate_refused(str(exc)):
-                detail = f"{CLIENT_CERTIFICATE_REFUSED}: {_server_message(exc)}"
+                detail = f"{CLIENT_CERTIFICATE_REFUSED}: {server_message(exc)}"
                 return WorkerError(self.url, f"TLS handshake failed: {detail}")
-            return WorkerUnreachable(self.url, _server_message(exc))
+            return WorkerUnreachable(self.url, server_message(exc))
         if isinstance(exc, flight.FlightError):
-            return WorkerError(self.url, _server_message(exc), _lost_worker(exc))
+            return WorkerError(self.url, server_message(exc), _lost_worker(exc))
         return WorkerUnreachable(self.url, str(exc))
 
     def _action(self, name: str, body: bytes, timeout: float) -> bytes:

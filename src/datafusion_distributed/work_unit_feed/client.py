@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from ..common.errors import server_message
 from .dispatch import Unit
 from .errors import FeedUnavailable
 
@@ -49,7 +50,7 @@ class RemoteUnits:
                     raise FeedUnavailable(
                         f"the coordinator's feed service at {self.url} did not answer within "
                         f"{self._connect_timeout:g} s (the workers must reach DistributedConfig.feed_host): "
-                        f"{_short(exc)}"
+                        f"{server_message(exc)}"
                     ) from exc
                 self._client = client
             return self._client
@@ -62,7 +63,7 @@ class RemoteUnits:
             return [result.body.to_pybytes() for result in results]
         except (flight.FlightError, pa.ArrowException, OSError) as exc:
             raise FeedUnavailable(
-                f"asking the coordinator ({self.url}) for units failed: {_short(exc)}"
+                f"asking the coordinator ({self.url}) for units failed: {server_message(exc)}"
             ) from exc
 
     def next_unit(self) -> Unit | None:
@@ -90,8 +91,3 @@ class RemoteUnits:
             client, self._client = self._client, None
         if client is not None:
             client.close()
-
-
-def _short(exc: BaseException) -> str:
-    """A Flight error's message without gRPC's debug context."""
-    return str(exc).split(". Detail:")[0].split("\ngRPC client debug context")[0]
