@@ -1,215 +1,219 @@
-"""Where does a distributed query's time go? A breakdown by phase for chosen TPC-H queries.
+"""Where does a distributed query's time go? A breakdown by phase and by stage for TPC-H queries.
 
-Runs each query over the embedded cluster (workers are threads of this process, so every phase
-can be timed from here) with timers wrapped around the runtime's phases:
+Built on what the library reports to any user: the lifecycle events a handler hears (when the
+query and each task started and finished) and the metrics every task sends back (its time on
+the worker, its queue, its fetches, DataFusion's metrics of every node). Nothing is patched, so
+it measures worker processes (the default) as well as the embedded cluster (``--embedded``).
 
-- planning: DataFusion's physical plan and ``plan_stages``
-- message encode / decode: RunTask / TaskResult JSON (plan bytes base64-encoded)
-- plan rebuild: splicing inputs into a task's plan bytes and ``ExecutionPlan.from_bytes``
-- session: building a task's SessionContext
-- fetch: ``do_get`` of inputs from other workers into local files (workers and head)
-- DataFusion execution: time spent pulling batches from DataFusion streams (includes reading
-  Parquet and exchange inputs, and all operators)
-- spool write: the rest of writing a task's output partitions (Arrow IPC encoding, lz4, disk)
-- scheduling gaps: wall time while stages run during which no task runs on any worker
-  (coordinator turnaround between dependent stages and RPC latency)
+Per query, averaged over ``--iterations`` runs after a warm-up, next to single-node DataFusion
+on the same data (every answer checked against it):
 
-Phases overlap (tasks and partitions run in parallel), so phase times are thread-seconds; the
-wall time and the single-node time of the same query are printed next to them.
+- before the first task: parsing, planning and cutting the plan into stages;
+- stages running: wall time while some task runs (a task from its dispatch to its answer);
+  of which no task running: the coordinator's turn-arounds between dependent stages;
+- after the last task: the result handed to the caller, the query released;
+- per stage: its time from first dispatch to last answer, its tasks, the slowest task's time on
+  its worker and the longest queue (round trip minus time on the worker);
+- task thread-seconds: time on workers, queues, input fetches and DataFusion's own
+  ``elapsed_compute`` of the operators (decoding Parquet and exchange files is outside it).
 
     python benchmarks/breakdown.py --queries 18,21,9 --iterations 3
-
-For a sampling profile of the worker processes instead, run ``py-spy`` (``pip install py-spy``)
-over ``benchmarks/tpch.py`` with ``--subprocesses``; see benchmarks/README.md.
+    python benchmarks/breakdown.py --queries 10 --embedded
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import contextlib
+import statistics
 import sys
 import threading
 import time
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 from datafusion import SessionConfig, SessionContext
 
-import datafusion_distributed.coordinator.context as context_mod
-import datafusion_distributed.coordinator.scheduler as scheduler_mod
-import datafusion_distributed.execution_plans.task as task_mod
-import datafusion_distributed.protocol.flight as flight_mod
-import datafusion_distributed.worker.flight_worker as worker_mod
-from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed.events.handlers import DistributedHandler, Event, EventKind
+from datafusion_distributed.metrics.task_metrics import NodeMetrics
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
-_lock = threading.Lock()
-totals: collections.Counter[str] = collections.Counter()
-task_intervals: list[tuple[float, float]] = []
-stage_windows: list[tuple[float, float]] = []
-_local = threading.local()
+NANOS = 1e-9
 
 
-def add(name: str, seconds: float) -> None:
-    with _lock:
-        totals[name] += seconds
+@dataclass
+class QueryEvents:
+    """What one query's handler heard: its start and end, and each task attempt's window."""
+
+    started: float | None = None
+    finished: float | None = None
+    task_started: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+    reports: list = field(default_factory=list)  # TaskReport of every finished task
 
 
-@contextlib.contextmanager
-def timer(name: str):
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        add(name, time.perf_counter() - start)
+class Recorder(DistributedHandler):
+    """Keeps every query's events (handlers are called from the coordinator's threads)."""
+
+    def __init__(self) -> None:
+        self.queries: dict[str, QueryEvents] = defaultdict(QueryEvents)
+        self._lock = threading.Lock()
+
+    def on_event(self, event: Event) -> None:
+        with self._lock:
+            query = self.queries[event.query_id]
+            key = (event.stage, event.task, event.attempt)
+            if event.kind is EventKind.QUERY_STARTED:
+                query.started = event.at
+            elif event.kind is EventKind.QUERY_FINISHED:
+                query.finished = event.at
+            elif event.kind is EventKind.TASK_STARTED:
+                query.task_started[key] = event.at
+            elif event.kind is EventKind.TASK_FINISHED:
+                report = event.metrics
+                # the head stage runs in the coordinator and is only reported finished
+                start = query.task_started.get(key, event.at - report.wall_seconds)
+                query.windows.append((start, event.at))
+                query.reports.append(report)
 
 
-def wrap(module, attr: str, name: str) -> None:
-    """Time every call of `module.attr` under `name` (skipped if the attribute is gone)."""
-    original = getattr(module, attr, None)
-    if original is None:
-        print(f"note: {module.__name__}.{attr} not found; '{name}' is not measured", file=sys.stderr)
+def covered(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of `intervals`."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def compute_seconds(node: NodeMetrics | None) -> float:
+    """DataFusion's `elapsed_compute` summed over a plan's nodes."""
+    if node is None:
+        return 0.0
+    return node.values.get("elapsed_compute", 0) * NANOS + sum(compute_seconds(c) for c in node.children)
+
+
+@dataclass
+class RunBreakdown:
+    """One run's phases, in seconds (thread-seconds for the task totals)."""
+
+    wall: float
+    before: float = 0.0
+    running: float = 0.0
+    gaps: float = 0.0
+    after: float = 0.0
+    stages: dict[int, tuple[float, int, float, float]] = field(default_factory=dict)
+    on_workers: float = 0.0
+    queues: float = 0.0
+    fetches: float = 0.0
+    compute: float = 0.0
+
+    @classmethod
+    def of(cls, called: float, returned: float, events: QueryEvents | None) -> RunBreakdown:
+        run = cls(returned - called)
+        if events is None or events.started is None or events.finished is None:
+            return run  # ran on one node: no stages, no events
+        run.before = events.started - called
+        run.running = covered(events.windows)
+        run.gaps = max(0.0, events.finished - events.started - run.running)
+        run.after = returned - events.finished
+        by_stage = defaultdict(list)
+        for (start, stop), report in zip(events.windows, events.reports, strict=True):
+            by_stage[report.stage].append((start, stop, report))
+        for stage, tasks in sorted(by_stage.items()):
+            span = max(stop for _, stop, _ in tasks) - min(start for start, _, _ in tasks)
+            reports = [r for _, _, r in tasks]
+            slowest = max(r.wall_seconds for r in reports)
+            run.stages[stage] = (span, len(reports), slowest, max(r.queue_seconds for r in reports))
+        reports = events.reports
+        run.on_workers = sum(r.wall_seconds for r in reports)
+        run.queues = sum(r.queue_seconds for r in reports)
+        run.fetches = sum(i.fetch_wall_seconds for r in reports for i in r.inputs)
+        run.compute = sum(compute_seconds(r.metrics.plan) for r in reports if r.metrics)
+        return run
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def print_breakdown(n: int, where: str, runs: list[RunBreakdown], single: list[float]) -> None:
+    """One query's phases and stages, averaged over its runs."""
+
+    def row(label: str, seconds: float) -> None:
+        print(f"  {label:<58} {seconds:8.3f}")
+
+    print(f"q{n:02d}: distributed {mean([r.wall for r in runs]):.3f}s ({where}), "
+          f"single-node {mean(single):.3f}s; per run, seconds:")  # fmt: skip
+    if not runs[0].stages:
+        print("  ran on one node (no stages)\n")
         return
-
-    def timed(*args, **kwargs):
-        with timer(name):
-            return original(*args, **kwargs)
-
-    setattr(module, attr, timed)
-
-
-def install() -> None:
-    wrap(context_mod.DistributedContext, "distributed_plan", "planning (physical plan + plan_stages)")
-    wrap(flight_mod, "encode", "message encode (coordinator)")
-    wrap(worker_mod, "decode_run_task", "message decode (worker)")
-    wrap(worker_mod, "encode", "message encode (worker)")
-    wrap(worker_mod, "prepare_task_plan", "plan rebuild: splice + from_bytes (workers)")
-    wrap(scheduler_mod, "prepare_task_plan", "plan rebuild: splice + from_bytes (head)")
-    wrap(worker_mod, "task_session", "session build (workers)")
-    wrap(worker_mod, "resolve_inputs", "fetch inputs (workers, wall per task)")
-    wrap(scheduler_mod.QueryRun, "_fetch", "fetch inputs (head, per file)")
-
-    original_stream = task_mod.stream_partition
-
-    def stream_partition(ctx, plan, partition):
-        where = getattr(_local, "where", "head")
-        iterator = iter(original_stream(ctx, plan, partition))
-        while True:
-            start = time.perf_counter()
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                add(f"DataFusion execution ({where})", time.perf_counter() - start)
-                return
-            add(f"DataFusion execution ({where})", time.perf_counter() - start)
-            yield batch
-
-    task_mod.stream_partition = stream_partition
-    scheduler_mod.stream_partition = stream_partition
-
-    original_write = task_mod._write_partition
-
-    def write_partition(*args, **kwargs):
-        _local.where = "workers"
-        start = time.perf_counter()
-        try:
-            return original_write(*args, **kwargs)
-        finally:
-            add("output partitions (workers, total)", time.perf_counter() - start)
-            _local.where = "head"
-
-    task_mod._write_partition = write_partition
-
-    original_run_task = worker_mod.FlightWorker._run_task
-
-    def run_task(self, message):
-        start = time.perf_counter()
-        try:
-            return original_run_task(self, message)
-        finally:
-            end = time.perf_counter()
-            add("tasks (workers, total)", end - start)
-            with _lock:
-                task_intervals.append((start, end))
-
-    worker_mod.FlightWorker._run_task = run_task
-
-    original_run_stages = scheduler_mod.QueryRun.run_stages
-
-    def run_stages(self, stages):
-        start = time.perf_counter()
-        try:
-            return original_run_stages(self, stages)
-        finally:
-            with _lock:
-                stage_windows.append((start, time.perf_counter()))
-
-    scheduler_mod.QueryRun.run_stages = run_stages
+    row("before the first task (parse, plan, cut into stages)", mean([r.before for r in runs]))
+    row("stages running (some task running)", mean([r.running for r in runs]))
+    row("  of which no task running (coordinator turn-arounds)", mean([r.gaps for r in runs]))
+    row("after the last task (result to the caller, release)", mean([r.after for r in runs]))
+    print(f"  {'stage':<8}{'seconds':>10}{'tasks':>7}{'slowest task':>14}{'longest queue':>15}")
+    for stage in sorted(runs[0].stages):
+        cells = [r.stages[stage] for r in runs if stage in r.stages]
+        span, tasks = mean([c[0] for c in cells]), cells[0][1]
+        slowest, queue = mean([c[2] for c in cells]), mean([c[3] for c in cells])
+        print(f"  {stage:<8}{span:>10.3f}{tasks:>7}{slowest:>14.3f}{queue:>15.3f}")
+    row("task thread-seconds: on workers", mean([r.on_workers for r in runs]))
+    row("  queues (dispatch and answer, outside the worker)", mean([r.queues for r in runs]))
+    row("  fetching inputs (wall per task)", mean([r.fetches for r in runs]))
+    row("  DataFusion operators' elapsed_compute", mean([r.compute for r in runs]))
+    print(flush=True)
 
 
-def uncovered(windows: list[tuple[float, float]], intervals: list[tuple[float, float]]) -> float:
-    """Time inside `windows` covered by none of `intervals`."""
-    gaps = 0.0
-    for w_start, w_end in windows:
-        cursor = w_start
-        for start, end in sorted(intervals):
-            if end <= cursor or start >= w_end:
-                continue
-            if start > cursor:
-                gaps += start - cursor
-            cursor = max(cursor, min(end, w_end))
-        gaps += max(0.0, w_end - cursor)
-    return gaps
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sf", type=float, default=1.0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--partitions-per-task", type=int, default=1)
     p.add_argument("--queries", default="18,21,9")
     p.add_argument("--iterations", type=int, default=3)
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--embedded", action="store_true", help="the in-process cluster instead of worker processes"
+    )
+    return p.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     data = tpch_data(args.sf, 4)
     single = SessionContext(SessionConfig().with_target_partitions(args.workers * args.partitions_per_task))
     register_tpch(single, data)
     ctx = SessionContext()
     register_tpch(ctx, data)
+    recorder = Recorder()
     config = DistributedConfig(partitions_per_task=args.partitions_per_task, embedded_workers=args.workers)
-    install()
-    with DistributedContext(ctx, config=config) as dctx:
-        for n in (int(q) for q in args.queries.split(",")):
-            sql = tpch_query(n)
-            expected = single.sql(sql).to_arrow_table()
-            assert_tables_equal(dctx.sql(sql).to_arrow_table(), expected, sql=sql)  # warm-up
-            single_times, wall = [], 0.0
-            totals.clear()
-            task_intervals.clear()
-            stage_windows.clear()
-            for _ in range(args.iterations):
-                start = time.perf_counter()
-                single.sql(sql).to_arrow_table()
-                single_times.append(time.perf_counter() - start)
-                start = time.perf_counter()
-                actual = dctx.sql(sql).to_arrow_table()
-                wall += time.perf_counter() - start
-            assert_tables_equal(actual, expected, sql=sql)
-            k = args.iterations
-            gaps = uncovered(stage_windows, task_intervals)
-            stage_wall = sum(e - s for s, e in stage_windows)
-            print(
-                f"q{n:02d}: distributed wall {wall / k:.3f}s (embedded), single-node "
-                f"{sum(single_times) / k:.3f}s; per run:"
-            )
-            print(f"  {'stages running (wall)':<48} {stage_wall / k:8.3f}")
-            print(f"  {'  of which no task running (scheduling gaps)':<48} {gaps / k:8.3f}")
-            out_total = totals.pop("output partitions (workers, total)", 0.0)
-            df_workers = totals.get("DataFusion execution (workers)", 0.0)
-            totals["spool write: IPC encode (+ codec) + disk (workers)"] = max(0.0, out_total - df_workers)
-            for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
-                print(f"  {name:<48} {seconds / k:8.3f}")
-            print(flush=True)
+    cluster = None if args.embedded else LocalCluster(args.workers)
+    where = "embedded" if args.embedded else f"{args.workers} worker processes"
+    try:
+        with DistributedContext(ctx, cluster, config=config, handlers=[recorder]) as dctx:
+            for n in (int(q) for q in args.queries.split(",")):
+                sql = tpch_query(n)
+                expected = single.sql(sql).to_arrow_table()
+                assert_tables_equal(dctx.sql(sql).to_arrow_table(), expected, sql=sql)  # warm-up
+                runs, single_times = [], []
+                for _ in range(args.iterations):
+                    start = time.perf_counter()
+                    single.sql(sql).to_arrow_table()
+                    single_times.append(time.perf_counter() - start)
+                    df = dctx.sql(sql)
+                    called = time.time()
+                    actual = df.to_arrow_table()
+                    returned = time.time()
+                    assert_tables_equal(actual, expected, sql=sql)
+                    events = recorder.queries.get(df.metrics.query_id) if df.metrics else None
+                    runs.append(RunBreakdown.of(called, returned, events))
+                print_breakdown(n, where, runs, single_times)
+    finally:
+        if cluster is not None:
+            cluster.close()
     return 0
 
 

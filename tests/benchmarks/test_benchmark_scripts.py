@@ -1,0 +1,61 @@
+"""Every script of `benchmarks/` runs end to end on tiny data, so none rots unseen (the suite
+does not run them at their real scale). Each run checks its own answers against single-node
+DataFusion; here it must finish and print what it measured."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+TINY = ["--sf", "0.01"]
+
+# script, its arguments for a run of seconds (an output path is added where it writes one), and
+# a line its report must hold
+RUNS = [
+    (
+        "tpch.py",
+        [*TINY, "--queries", "3", "--iterations", "1", "--warmup", "0", "--embedded", "--memory"],
+        "total",
+    ),
+    ("breakdown.py", [*TINY, "--queries", "3,6", "--iterations", "1"], "stages running"),
+    ("broadcast_joins.py", [*TINY, "--queries", "3", "--iterations", "1"], "q03"),
+    ("feeds.py", [*TINY, "--iterations", "1", "--units", "4", "--unit-seconds", "0.01"], "feed"),
+    ("memory.py", [*TINY, "--query", "3"], "peak"),
+    ("fresh_memory.py", [*TINY, "--queries", "3"], "q03"),
+    (
+        "micro.py",
+        [*TINY, "--runs", "3", "--exchange-runs", "1", "--plan-runs", "1", "--no-processes"],
+        "planning",
+    ),
+    ("scale_curve.py", [*TINY, "--queries", "1", "--iterations", "1", "--warmup", "0", "--memory"], "SF"),
+    ("writes.py", [*TINY, "--iterations", "1"], "lineitem"),
+]
+WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py"}
+
+
+@pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])
+def test_benchmark_script_runs(script, args, expected, tmp_path):
+    if script in WRITES_OUTPUT:
+        args = [*args, "--output", str(tmp_path / "result.json")]
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert expected.lower() in done.stdout.lower(), done.stdout[-3000:]
+
+
+def test_covered_time_counts_overlaps_once(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from breakdown import covered
+
+    assert covered([]) == 0.0
+    assert covered([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == 3.0
+    assert covered([(0.0, 4.0), (1.0, 2.0)]) == 4.0
