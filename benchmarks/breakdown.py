@@ -30,6 +30,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from datafusion import SessionConfig, SessionContext
 
@@ -96,6 +97,16 @@ def compute_seconds(node: NodeMetrics | None) -> float:
     return node.values.get("elapsed_compute", 0) * NANOS + sum(compute_seconds(c) for c in node.children)
 
 
+class StageTimes(NamedTuple):
+    """One stage in one run: first dispatch to last answer, its tasks, the slowest task's time
+    on its worker and the longest queue."""
+
+    seconds: float
+    tasks: int
+    slowest: float
+    longest_queue: float
+
+
 @dataclass
 class RunBreakdown:
     """One run's phases, in seconds (thread-seconds for the task totals)."""
@@ -105,7 +116,7 @@ class RunBreakdown:
     running: float = 0.0
     gaps: float = 0.0
     after: float = 0.0
-    stages: dict[int, tuple[float, int, float, float]] = field(default_factory=dict)
+    stages: dict[int, StageTimes] = field(default_factory=dict)
     on_workers: float = 0.0
     queues: float = 0.0
     fetches: float = 0.0
@@ -115,7 +126,7 @@ class RunBreakdown:
     def of(cls, called: float, returned: float, events: QueryEvents | None) -> RunBreakdown:
         run = cls(returned - called)
         if events is None or events.started is None or events.finished is None:
-            return run  # ran on one node: no stages, no events
+            return run  # no events were recorded for this run
         run.before = events.started - called
         run.running = covered(events.windows)
         run.gaps = max(0.0, events.finished - events.started - run.running)
@@ -125,9 +136,12 @@ class RunBreakdown:
             by_stage[report.stage].append((start, stop, report))
         for stage, tasks in sorted(by_stage.items()):
             span = max(stop for _, stop, _ in tasks) - min(start for start, _, _ in tasks)
-            reports = [r for _, _, r in tasks]
-            slowest = max(r.wall_seconds for r in reports)
-            run.stages[stage] = (span, len(reports), slowest, max(r.queue_seconds for r in reports))
+            run.stages[stage] = StageTimes(
+                span,
+                len(tasks),
+                max(r.wall_seconds for _, _, r in tasks),
+                max(r.queue_seconds for _, _, r in tasks),
+            )
         reports = events.reports
         run.on_workers = sum(r.wall_seconds for r in reports)
         run.queues = sum(r.queue_seconds for r in reports)
@@ -149,7 +163,7 @@ def print_breakdown(n: int, where: str, runs: list[RunBreakdown], single: list[f
     print(f"q{n:02d}: distributed {mean([r.wall for r in runs]):.3f}s ({where}), "
           f"single-node {mean(single):.3f}s; per run, seconds:")  # fmt: skip
     if not runs[0].stages:
-        print("  ran on one node (no stages)\n")
+        print("  no events were recorded\n")
         return
     row("before the first task (parse, plan, cut into stages)", mean([r.before for r in runs]))
     row("stages running (some task running)", mean([r.running for r in runs]))
@@ -158,9 +172,9 @@ def print_breakdown(n: int, where: str, runs: list[RunBreakdown], single: list[f
     print(f"  {'stage':<8}{'seconds':>10}{'tasks':>7}{'slowest task':>14}{'longest queue':>15}")
     for stage in sorted(runs[0].stages):
         cells = [r.stages[stage] for r in runs if stage in r.stages]
-        span, tasks = mean([c[0] for c in cells]), cells[0][1]
-        slowest, queue = mean([c[2] for c in cells]), mean([c[3] for c in cells])
-        print(f"  {stage:<8}{span:>10.3f}{tasks:>7}{slowest:>14.3f}{queue:>15.3f}")
+        seconds, slowest = mean([c.seconds for c in cells]), mean([c.slowest for c in cells])
+        queue = mean([c.longest_queue for c in cells])
+        print(f"  {stage:<8}{seconds:>10.3f}{cells[0].tasks:>7}{slowest:>14.3f}{queue:>15.3f}")
     row("task thread-seconds: on workers", mean([r.on_workers for r in runs]))
     row("  queues (dispatch and answer, outside the worker)", mean([r.queues for r in runs]))
     row("  fetching inputs (wall per task)", mean([r.fetches for r in runs]))
