@@ -1,28 +1,74 @@
-"""Distributed execution for Apache DataFusion: run ordinary DataFusion queries across many workers."""
+"""Distributed execution for Apache DataFusion: run ordinary DataFusion queries across many workers.
 
-from .clusters import EmbeddedCluster, LocalCluster
-from .common.version import __version__
-from .coordinator.cancellation import QueryCancelled, QueryTimedOut
-from .coordinator.config import DistributedConfig
-from .coordinator.context import DistributedContext
-from .coordinator.dataframe import DistributedDataFrame
-from .coordinator.errors import ContextClosed, FeedFailed, QueryFailed, ResultStreamLost
-from .execution_plans.object_stores import S3Store
-from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
-from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
-from .work_unit_feed import WorkUnitFeed, read_units
-from .worker.flight_worker import FlightWorker
+The public names are imported when first used: `import datafusion_distributed` alone imports
+nothing heavy, so that the command line can start a worker with the modules it needs only, and
+import DataFusion its own way first (see `common.lean_imports`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .clusters import EmbeddedCluster, LocalCluster
+    from .common.version import __version__
+    from .coordinator.cancellation import QueryCancelled, QueryTimedOut
+    from .coordinator.config import DistributedConfig
+    from .coordinator.context import DistributedContext
+    from .coordinator.dataframe import DistributedDataFrame
+    from .coordinator.errors import ContextClosed, FeedFailed, QueryFailed, ResultStreamLost
+    from .execution_plans.object_stores import S3Store
+    from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
+    from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
+    from .ray_cluster import RayCluster as RayCluster  # a re-export, left out of __all__
+    from .work_unit_feed import WorkUnitFeed, read_units
+    from .worker.flight_worker import FlightWorker
+
+# Every public name, and the module that defines it.
+_MODULE_OF = {
+    "EmbeddedCluster": ".clusters",
+    "LocalCluster": ".clusters",
+    "__version__": ".common.version",
+    "QueryCancelled": ".coordinator.cancellation",
+    "QueryTimedOut": ".coordinator.cancellation",
+    "DistributedConfig": ".coordinator.config",
+    "DistributedContext": ".coordinator.context",
+    "DistributedDataFrame": ".coordinator.dataframe",
+    "ContextClosed": ".coordinator.errors",
+    "FeedFailed": ".coordinator.errors",
+    "QueryFailed": ".coordinator.errors",
+    "ResultStreamLost": ".coordinator.errors",
+    "S3Store": ".execution_plans.object_stores",
+    "WorkerError": ".protocol.flight",
+    "WorkerTimeout": ".protocol.flight",
+    "WorkerUnreachable": ".protocol.flight",
+    "DnsResolver": ".protocol.resolver",
+    "EnvResolver": ".protocol.resolver",
+    "StaticResolver": ".protocol.resolver",
+    "WorkerResolver": ".protocol.resolver",
+    "WorkersNotFound": ".protocol.resolver",
+    # Ray is an optional extra, and importing it costs about a second: `RayCluster` is left out
+    # of `__all__`, so that `import *` never imports it.
+    "RayCluster": ".ray_cluster",
+    "WorkUnitFeed": ".work_unit_feed",
+    "read_units": ".work_unit_feed",
+    "FlightWorker": ".worker.flight_worker",
+}
 
 
 def __getattr__(name: str) -> object:
-    """`RayCluster`, imported when first asked for: Ray is an optional extra, and importing it
-    costs about a second, so `import datafusion_distributed` never does (nor `import *`: it is
-    left out of `__all__`)."""
-    if name == "RayCluster":
-        from .ray_cluster import RayCluster
+    """A public name, imported from its module the first time it is asked for."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # asked for once
+    return value
 
-        return RayCluster
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
 
 
 __all__ = [

@@ -14,8 +14,12 @@ import argparse
 import logging
 import sys
 
-from .sql import add_sql_command
-from .worker import add_worker_command
+from ..common.lean_imports import import_datafusion_without_pandas
+
+import_datafusion_without_pandas()  # before the commands' modules import DataFusion
+
+from .sql import add_sql_command  # noqa: E402
+from .worker import add_worker_command  # noqa: E402
 
 # The exit status of a command stopped by Ctrl-C, as shells report SIGINT (128 + 2).
 INTERRUPTED = 130
