@@ -68,6 +68,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
+    """The module's names, public ones included before they are first used."""
     return sorted(set(globals()) | set(_MODULE_OF))
 
 

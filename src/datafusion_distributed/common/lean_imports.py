@@ -35,17 +35,13 @@ def import_datafusion_without_pandas() -> None:
         sys.meta_path.insert(0, _TellPyarrowOnImport())
 
 
-def _is_held_back(name: str) -> bool:
-    return name == HELD_BACK or name.startswith(HELD_BACK + ".")
-
-
 class _HoldBack(importlib.abc.MetaPathFinder):
     """Answers that pandas is not installed, and records that it was asked for."""
 
     asked = False
 
     def find_spec(self, name: str, path=None, target=None) -> None:
-        if _is_held_back(name):
+        if name == HELD_BACK or name.startswith(HELD_BACK + "."):
             self.asked = True
             raise ModuleNotFoundError(f"{name} is held back while DataFusion is imported", name=name)
         return None
