@@ -75,3 +75,18 @@ def test_a_worker_imports_pandas_only_for_a_udf_that_needs_it(tpch_sf001):
         assert not any(pandas_loaded(pid) for pid in workers)
         assert_tables_equal(dctx.sql(sql).to_arrow_table(), expected, sql=sql)
         assert any(pandas_loaded(pid) for pid in workers)
+
+
+def test_without_pandas_installed_nothing_is_left_waiting_for_it():
+    lines = run_python(
+        "import sys\n"
+        "class NotInstalled:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pandas':\n"
+        "            raise ModuleNotFoundError(name, name=name)\n"
+        "sys.meta_path.insert(0, NotInstalled())\n"
+        "finders = list(sys.meta_path)\n"
+        "import datafusion_distributed.cli\n"
+        "print(sys.meta_path == finders, 'datafusion' in sys.modules)"
+    )
+    assert lines == ["True True"]

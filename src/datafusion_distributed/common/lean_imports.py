@@ -31,8 +31,15 @@ def import_datafusion_without_pandas() -> None:
         import datafusion  # noqa: F401
     finally:
         sys.meta_path.remove(held)
-    if held.asked and importlib.util.find_spec(HELD_BACK) is not None:
+    if held.asked and _installed(HELD_BACK):
         sys.meta_path.insert(0, _TellPyarrowOnImport())
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a finder may refuse it outright
+        return False
 
 
 class _HoldBack(importlib.abc.MetaPathFinder):
