@@ -90,11 +90,9 @@ def covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def compute_seconds(node: NodeMetrics | None) -> float:
+def compute_seconds(plan: NodeMetrics | None) -> float:
     """DataFusion's `elapsed_compute` summed over a plan's nodes."""
-    if node is None:
-        return 0.0
-    return node.values.get("elapsed_compute", 0) * NANOS + sum(compute_seconds(c) for c in node.children)
+    return 0.0 if plan is None else sum(node.get("elapsed_compute") for node in plan.walk()) * NANOS
 
 
 class StageTimes(NamedTuple):
