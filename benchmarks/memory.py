@@ -26,7 +26,7 @@ import time
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
-from datafusion_distributed.execution_plans.session import memory_limited_runtime
+from datafusion_distributed.runtime.session import memory_limited_runtime
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 

@@ -9,7 +9,8 @@ import pytest
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed.common.threads import kept_threads, map_concurrently
-from datafusion_distributed.execution_plans.task import stream_partitions, write_task_outputs
+from datafusion_distributed.runtime.outputs import write_task_outputs
+from datafusion_distributed.runtime.streaming import stream_partitions
 
 PARTITIONS = 48  # more than any fixed pool a worker would keep
 

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"common"},
     {"codec"},
     {"execution_plans"},
+    {"runtime"},
     {"events"},
     {"distributed_planner"},
     {"metrics"},

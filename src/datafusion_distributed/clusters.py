@@ -24,8 +24,8 @@ import time
 import weakref
 
 from .common import exits
-from .execution_plans.session import SessionBuilder
 from .protocol.auth import TOKEN_ENV, check_token, new_token
+from .runtime.session import SessionBuilder
 from .worker.flight_worker import FlightWorker
 from .worker.spool import query_files
 

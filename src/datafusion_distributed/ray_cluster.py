@@ -35,8 +35,8 @@ except ImportError as exc:  # the optional extra is missing
     ) from exc
 
 from .common import exits
-from .execution_plans.session import SessionBuilder
 from .protocol.auth import check_token, new_token
+from .runtime.session import SessionBuilder
 from .worker.flight_worker import FlightWorker
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from datafusion_distributed.codec import (
 )
 from datafusion_distributed.codec import fields as F
 from datafusion_distributed.codec.wire import WireError, iter_fields
-from datafusion_distributed.execution_plans.session import task_session
-from datafusion_distributed.execution_plans.task import local_file
+from datafusion_distributed.runtime.inputs import local_file
+from datafusion_distributed.runtime.session import task_session
 
 FILES = 4
 ROWS = 500  # per file; file i holds ids i*ROWS .. (i+1)*ROWS - 1

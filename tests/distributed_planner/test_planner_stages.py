@@ -140,7 +140,7 @@ def test_task_plans_restrict_their_scans(tables):
 def _scans_in(raw: bytes, tables):
     from datafusion.plan import ExecutionPlan
 
-    from datafusion_distributed.execution_plans.session import task_session
+    from datafusion_distributed.runtime.session import task_session
 
     ctx = task_session()
     for node in PlanNode.from_plan(ExecutionPlan.from_bytes(ctx, raw)).walk():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from datafusion_distributed.execution_plans.dictionaries import DictionaryUnifier
+from datafusion_distributed.runtime.dictionaries import DictionaryUnifier
 
 
 def _dict(values: list[str | None], dictionary: list[str]) -> pa.DictionaryArray:

@@ -12,8 +12,8 @@ from datafusion import SessionContext
 
 from datafusion_distributed import S3Store
 from datafusion_distributed.execution_plans.object_stores import store_for_url, with_store, with_store_hint
-from datafusion_distributed.execution_plans.session_settings import TaskSessions
 from datafusion_distributed.protocol.messages import ProtocolError, RunTask, decode_run_task, encode
+from datafusion_distributed.runtime.session_settings import TaskSessions
 from datafusion_distributed.test_utils.s3_server import LocalS3Server
 
 SECRET = "s3cr3t-value-never-shown"

@@ -10,7 +10,7 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from datafusion_distributed.codec import with_file_groups
-from datafusion_distributed.execution_plans import task
+from datafusion_distributed.runtime import inputs
 
 SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.dictionary(pa.int32(), pa.string()))])
 
@@ -25,10 +25,10 @@ def test_making_a_template_writes_nothing_a_kill_could_leave(tmp_path, monkeypat
             return super().register_arrow(*args, **kwargs)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(task, "SessionContext", Spying)
-    monkeypatch.setattr(task, "_templates", {})
+    monkeypatch.setattr(inputs, "SessionContext", Spying)
+    monkeypatch.setattr(inputs, "_templates", {})
 
-    task._arrow_scan_template(pa.schema([("never_seen_before", pa.float32())]))
+    inputs._arrow_scan_template(pa.schema([("never_seen_before", pa.float32())]))
 
     assert seen == [[]] and os.listdir(tmp_path) == []
 
@@ -39,7 +39,7 @@ def test_a_template_reads_the_files_it_is_given(tmp_path):
     with pa.ipc.new_file(path, SCHEMA) as writer:
         writer.write_table(table)
 
-    scan = with_file_groups(task._arrow_scan_template(SCHEMA), [[task.local_file(str(path))], []])
+    scan = with_file_groups(inputs._arrow_scan_template(SCHEMA), [[inputs.local_file(str(path))], []])
     ctx = SessionContext()
     plan = ExecutionPlan.from_bytes(ctx, scan)
 

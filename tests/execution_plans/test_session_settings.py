@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from datafusion import SessionConfig, SessionContext
 
-from datafusion_distributed.execution_plans.session import memory_limited_runtime, task_session
-from datafusion_distributed.execution_plans.session_settings import (
+from datafusion_distributed.runtime.session import memory_limited_runtime, task_session
+from datafusion_distributed.runtime.session_settings import (
     TaskSessions,
     check_task_settings,
     context_settings,

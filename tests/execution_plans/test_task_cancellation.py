@@ -15,15 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionConfig, SessionContext, udf
 
-from datafusion_distributed.execution_plans import task as task_module
 from datafusion_distributed.execution_plans.plan_node import PlanNode
-from datafusion_distributed.execution_plans.task import (
-    TaskCancelled,
-    prepare_task_plan,
-    stream_partitions,
-    write_task_outputs,
-)
 from datafusion_distributed.metrics.task_metrics import plan_metrics
+from datafusion_distributed.runtime import interruption
+from datafusion_distributed.runtime.outputs import write_task_outputs
+from datafusion_distributed.runtime.streaming import TaskCancelled, stream_partitions
+from datafusion_distributed.runtime.task_plan import prepare_task_plan
 
 ROWS = 200_000
 GROUPS = 10
@@ -142,9 +139,9 @@ def test_an_interrupted_wait_leaves_no_exception_behind(folder, monkeypatch):
     thread (0.1 s each), so that the wait is interrupted: reading raises the check's exception,
     never the interruption, and the thread then runs on without a stray exception."""
     sent = []
-    set_async_exc = task_module._set_async_exc
+    set_async_exc = interruption._set_async_exc
     monkeypatch.setattr(
-        task_module, "_set_async_exc", lambda t, exc: (sent.append(exc), set_async_exc(t, exc))
+        interruption, "_set_async_exc", lambda t, exc: (sent.append(exc), set_async_exc(t, exc))
     )
     small = SessionContext(SessionConfig().with_target_partitions(1))
     small.register_parquet("t", str(folder))
@@ -157,7 +154,7 @@ def test_an_interrupted_wait_leaves_no_exception_behind(folder, monkeypatch):
     # Until four waits were interrupted (a loaded machine may stop more of them between
     # batches, which tests nothing here), at most 40 tries.
     for attempt in range(40):
-        if sent.count(task_module._Interrupt) >= 4:
+        if sent.count(interruption._Interrupt) >= 4:
             break
         plan = small.sql("SELECT slow(k) AS k FROM t").execution_plan()  # a scan runs once
         stop = after(0.05 + (attempt % 8) * 0.037)
@@ -171,7 +168,7 @@ def test_an_interrupted_wait_leaves_no_exception_behind(folder, monkeypatch):
                 pass
         for _ in range(100):  # a pending interruption would be raised here
             time.sleep(0.001)
-    assert sent.count(task_module._Interrupt) >= 4  # the waits were interrupted
+    assert sent.count(interruption._Interrupt) >= 4  # the waits were interrupted
 
 
 def test_an_interruption_lost_in_other_python_code_is_raised_again(folder):
@@ -187,7 +184,7 @@ def test_an_interruption_lost_in_other_python_code_is_raised_again(folder):
         while time.monotonic() < deadline:
             try:
                 time.sleep(0.01)
-            except task_module._Interrupt:
+            except interruption._Interrupt:
                 if dropped:
                     raise
                 dropped.append(time.monotonic())  # the first one is lost, as in a gc callback
@@ -206,4 +203,4 @@ def test_an_interruption_lost_in_other_python_code_is_raised_again(folder):
         for _ in stream_partitions(small, plan, check=check):
             pass
     assert dropped, "the wait was never interrupted"
-    assert time.monotonic() - started < 0.2 + task_module.REARM_SECONDS + 3
+    assert time.monotonic() - started < 0.2 + interruption.REARM_SECONDS + 3

@@ -4,8 +4,8 @@ import pyarrow as pa
 import pytest
 from datafusion import SessionContext
 
-from datafusion_distributed.execution_plans.task import write_task_outputs
-from datafusion_distributed.execution_plans.view_arrays import compact_views, held_bytes
+from datafusion_distributed.runtime.outputs import write_task_outputs
+from datafusion_distributed.runtime.view_arrays import compact_views, held_bytes
 
 LONG = [f"customer name number {i:08d}" for i in range(100_000)]  # 30 bytes: not inlined
 

@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from datafusion_distributed.execution_plans.task import arrow_scan
+from datafusion_distributed.runtime.inputs import arrow_scan
 from datafusion_distributed.work_unit_feed.dispatch import Unit
 from datafusion_distributed.work_unit_feed.feed import FeedReader
 from datafusion_distributed.work_unit_feed.reading import FeedRounds, FeedToRead

@@ -3,7 +3,7 @@ per-query timeout (`DistributedConfig.query_timeout`).
 
 The thread running a query asks its `CancelScope` at least every `POLL_SECONDS` while it waits
 for tasks, and before every result batch; while it waits for the final stage's next batch from
-DataFusion, its wait is interrupted within a second (see `execution_plans.task`). Once
+DataFusion, its wait is interrupted within a second (see `runtime.interruption`). Once
 cancelled (or past the deadline) it raises `QueryCancelled` (`QueryTimedOut`), and the
 coordinator tells every worker to cancel the query: running tasks abort their work within a
 second and the query's spool data is deleted.

@@ -19,13 +19,13 @@ from ..codec.feed_scan import FEED_FILE_PREFIX
 from ..distributed_planner.planner import plan_query, single_node_plan
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url, with_store
-from ..execution_plans.session import SessionBuilder, task_session
-from ..execution_plans.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
 from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientPool, ClientSettings
 from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..runtime.session import SessionBuilder, task_session
+from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig

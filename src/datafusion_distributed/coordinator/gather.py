@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..execution_plans.task import TaskOutput
+from ..runtime.outputs import TaskOutput
 
 
 def restore_names(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -28,12 +28,14 @@ from ..codec import ScannedFile
 from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
 from ..execution_plans.object_stores import with_store_hint
-from ..execution_plans.task import ResolvedInput, prepare_task_plan, resolve_inputs, stream_partitions
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
 from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
 from ..protocol.messages import FileLocation, Ticket
+from ..runtime.inputs import ResolvedInput, resolve_inputs
+from ..runtime.streaming import stream_partitions
+from ..runtime.task_plan import prepare_task_plan
 from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
 from .cancellation import QueryCancelled
 from .errors import QueryFailed, ResultStreamLost

@@ -29,11 +29,11 @@ from ..distributed_planner.planner import single_task
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.object_stores import ObjectStores
-from ..execution_plans.session import task_session
-from ..execution_plans.session_settings import TaskSessions, TaskSettings
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import ClientPool, WorkerUnreachable
 from ..protocol.messages import FeedTask, FileLocation, RunTask, TaskInput, TaskResult
+from ..runtime.session import task_session
+from ..runtime.session_settings import TaskSessions, TaskSettings
 from ..work_unit_feed.dispatch import FeedRun
 from ..work_unit_feed.reading import scan_fields
 from ..work_unit_feed.service import FeedService

@@ -28,8 +28,9 @@ from datafusion.plan import ExecutionPlan
 
 from ..common import exits
 from ..execution_plans.stage import ShippedTable
-from ..execution_plans.task import stream_partition, write_task_outputs
 from ..protocol.messages import PartitionResult, ShipPartition, TaskResult
+from ..runtime.outputs import write_task_outputs
+from ..runtime.streaming import stream_partition
 from .errors import QueryFailed
 from .head import WORKER_ERRORS
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.checks import Checks
-from ..execution_plans.task import added_yield_point
+from ..runtime.task_plan import added_yield_point
 
 MAX_NODES = 2048  # plan nodes reported per task; larger plans are cut off
 MAX_DEPTH = 200  # and nesting, well inside Python's recursion limit

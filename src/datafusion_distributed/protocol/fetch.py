@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..codec import ScannedFile
 from ..common.fs import lies_in
-from ..execution_plans.task import local_file
+from ..runtime.inputs import local_file
 from .flight import ClientPool, LocalWriteError
 from .messages import FileLocation, Ticket
 

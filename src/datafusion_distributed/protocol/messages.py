@@ -16,9 +16,9 @@ from typing import Any
 from ..common.checks import Checks
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
 from ..execution_plans.object_stores import MAX_STORES, ObjectStores, S3Store
-from ..execution_plans.session_settings import TaskSettings, check_task_settings
 from ..execution_plans.stage import BoundaryKind, InputBoundary
 from ..metrics.task_metrics import MetricsError, TaskMetrics, decode_task_metrics
+from ..runtime.session_settings import TaskSettings, check_task_settings
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -171,7 +171,7 @@ class RunTask:
     inputs: tuple[TaskInput, ...]
     worker: str  # the URL the coordinator reaches this worker by (inputs there are local)
     compression: str | None = "lz4"
-    # the user's DataFusion settings the task runs with (see execution_plans.session_settings)
+    # the user's DataFusion settings the task runs with (see runtime.session_settings)
     settings: TaskSettings = ()
     # the object stores the task registers in its session (see execution_plans.object_stores);
     # their credentials travel here, so the message is never logged or shown

@@ -1,6 +1,6 @@
 """Run a distributed plan's stages in this process, through Arrow IPC files, as workers would.
 
-Every task runs the shared task code workers run (execution_plans/task.py); inputs are read in place from a scratch folder.
+Every task runs the shared task code workers run (runtime/); inputs are read in place from a scratch folder.
 Used by tests of the planner and as the reference for the networked runtime.
 """
 
@@ -17,17 +17,13 @@ from datafusion.plan import ExecutionPlan
 from ..coordinator.gather import read_outputs
 from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
 from ..distributed_planner.planner import single_task
-from ..execution_plans.session import SessionBuilder, task_session
-from ..execution_plans.session_settings import TaskSessions
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..execution_plans.task import (
-    ResolvedInput,
-    TaskOutput,
-    local_file,
-    prepare_task_plan,
-    stream_partitions,
-    write_task_outputs,
-)
+from ..runtime.inputs import ResolvedInput, local_file
+from ..runtime.outputs import TaskOutput, write_task_outputs
+from ..runtime.session import SessionBuilder, task_session
+from ..runtime.session_settings import TaskSessions
+from ..runtime.streaming import stream_partitions
+from ..runtime.task_plan import prepare_task_plan
 
 
 class LocalStageRunner:

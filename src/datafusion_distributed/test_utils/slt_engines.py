@@ -29,8 +29,8 @@ from datafusion.plan import ExecutionPlan
 from ..coordinator.context import DistributedContext
 from ..distributed_planner.fidelity import why_kept_on_one_node
 from ..distributed_planner.planner import bytes_as_sent
-from ..execution_plans.task import stream_partitions
 from ..protocol.resolver import WorkerResolver
+from ..runtime.streaming import stream_partitions
 
 __all__ = [
     "DistributedEngine",

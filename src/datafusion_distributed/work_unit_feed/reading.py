@@ -32,9 +32,9 @@ from datafusion.plan import ExecutionPlan
 from ..codec import with_file_groups
 from ..codec.scan import as_parquet_scan
 from ..common.threads import map_concurrently
-from ..execution_plans.task import arrow_scan, local_file
 from ..metrics.recorder import safe_plan_metrics
 from ..metrics.task_metrics import NodeMetrics, summed
+from ..runtime.inputs import arrow_scan, local_file
 from .dispatch import FeedRun, Unit
 from .errors import FeedError
 from .feed import FeedReader

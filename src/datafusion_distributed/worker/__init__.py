@@ -1,6 +1,6 @@
 """The worker: its Flight service (`flight_worker`), the spool that holds task outputs (`spool`),
 the queries it was told to cancel (`cancellation`) and the count of what it served (`served`).
-Task execution itself is shared with the coordinator's head stage, in `execution_plans.task`.
+Task execution itself is shared with the coordinator's head stage, in `runtime/`.
 
 The spool, one folder per worker, laid out by query:
 

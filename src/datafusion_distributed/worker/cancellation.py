@@ -1,5 +1,5 @@
 """Queries a worker was told to cancel: their running tasks stop within a second (they are asked
-while they wait for each batch, see `execution_plans.task`), and tasks of theirs that
+while they wait for each batch, see `runtime.interruption`), and tasks of theirs that
 arrive later are refused. Entries are forgotten after the spool TTL (by then any coordinator
 still sending tasks for the query has given up). A worker that stops cancels every query."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..execution_plans.task import TaskCancelled
+from ..runtime.streaming import TaskCancelled
 
 
 class Cancellations:

@@ -24,14 +24,6 @@ from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
 from ..execution_plans.object_stores import ObjectStores, with_store_hint
-from ..execution_plans.session import SessionBuilder, accepts_runtime, task_session
-from ..execution_plans.session_settings import TaskSessions, TaskSettings
-from ..execution_plans.task import (
-    prepare_task_plan,
-    resolve_inputs,
-    write_partition_file,
-    write_task_outputs,
-)
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, connect_options, read_pem, token_from_env
 from ..protocol.fetch import fetch_input
@@ -50,6 +42,11 @@ from ..protocol.messages import (
     decode_ticket,
     encode,
 )
+from ..runtime.inputs import resolve_inputs
+from ..runtime.outputs import write_partition_file, write_task_outputs
+from ..runtime.session import SessionBuilder, accepts_runtime, task_session
+from ..runtime.session_settings import TaskSessions, TaskSettings
+from ..runtime.task_plan import prepare_task_plan
 from ..work_unit_feed.client import RemoteUnits
 from ..work_unit_feed.reading import FeedRounds, FeedToRead, read_feeds
 from .cancellation import Cancellations

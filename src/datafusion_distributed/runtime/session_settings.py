@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from datafusion import SessionConfig, SessionContext
 
-from .object_stores import ObjectStores, register_stores
+from ..execution_plans.object_stores import ObjectStores, register_stores
 from .session import REQUIRED_SETTINGS
 
 #: Where the settings a task may carry live: the ones DataFusion reads while a plan runs.

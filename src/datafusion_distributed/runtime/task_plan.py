@@ -1,0 +1,76 @@
+"""A task's plan, rebuilt from its bytes with its inputs spliced in and a yield point over each join
+(see `interruption` for why)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
+
+from ..codec import replace_subtree
+from ..codec.cooperative import wrap_cooperative
+from ..execution_plans.plan_node import PlanNode
+from .inputs import ResolvedInput, input_leaf
+
+log = logging.getLogger(__name__)
+
+
+class TaskError(RuntimeError):
+    """A task failed while building or running its plan."""
+
+
+def prepare_task_plan(
+    ctx: SessionContext,
+    plan: bytes,
+    inputs: list[ResolvedInput],
+    leaves: Sequence[tuple[bytes, bytes]] = (),
+) -> ExecutionPlan:
+    """Splice every input into a task's plan bytes and deserialise it, each join under a
+    yield point (see the module's docstring). `leaves` are other (marker, plan bytes) pairs to
+    splice in: the scans of the work-unit feeds the task read."""
+    for resolved in inputs:
+        plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
+    for marker, leaf in leaves:
+        plan = replace_subtree(plan, marker, leaf)
+    try:
+        built = ExecutionPlan.from_bytes(ctx, plan)
+    except Exception as exc:  # DataFusion raises plain Exception
+        raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
+    return _with_yield_points(ctx, built, plan)
+
+
+def _with_yield_points(ctx: SessionContext, built: ExecutionPlan, raw: bytes) -> ExecutionPlan:
+    """`built` (deserialised from `raw`) with each join under a CooperativeExec; `built` itself
+    when it has no join, or when that fails (it then stops only when its joins yield)."""
+    if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
+        return built
+    try:
+        joins = [node.raw for node in PlanNode.from_plan(built, raw).walk() if is_join(node.name)]
+        if not joins:
+            return built
+        return ExecutionPlan.from_bytes(ctx, wrap_cooperative(raw, joins))
+    except Exception as exc:  # unreadable bytes, or DataFusion's plain Exception
+        log.warning("running a task without yield points over its joins: %s", exc)
+        return built
+
+
+YIELD_POINT = "CooperativeExec"
+
+
+def is_join(name: str) -> bool:
+    """Whether a plan node of this name is a join (hash, merge, nested loop, cross, ...)."""
+    return name.endswith("JoinExec")
+
+
+def added_yield_point(plan: ExecutionPlan, line: str) -> ExecutionPlan | None:
+    """The join below `plan` when `plan` (whose first display line is `line`) is a yield point
+    `prepare_task_plan` added, else None. DataFusion puts its own CooperativeExec only over
+    leaves and exchanges, never right over a join, so metrics can skip exactly the added ones."""
+    if line != YIELD_POINT:
+        return None
+    children = plan.children()
+    if len(children) == 1 and is_join(children[0].display().split("\n", 1)[0].split(":", 1)[0].strip()):
+        return children[0]
+    return None
