@@ -17,8 +17,8 @@ from types import ModuleType
 import pytest
 
 import datafusion_distributed
-from datafusion_distributed.coordinator.context import DistributedContext
-from datafusion_distributed.coordinator.dataframe import DistributedDataFrame
+from datafusion_distributed.api.context import DistributedContext
+from datafusion_distributed.api.dataframe import DistributedDataFrame
 
 PACKAGE = datafusion_distributed.__name__
 

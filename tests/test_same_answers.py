@@ -15,7 +15,7 @@ import pytest
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedContext, QueryFailed
-from datafusion_distributed.coordinator.errors import as_query_failure
+from datafusion_distributed.errors import as_query_failure
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.forced import forced_distribution
 

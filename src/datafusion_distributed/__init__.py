@@ -11,46 +11,56 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .clusters import EmbeddedCluster, LocalCluster
+    from .api.config import DistributedConfig
+    from .api.context import DistributedContext
+    from .api.dataframe import DistributedDataFrame
+    from .clusters.embedded import EmbeddedCluster
+    from .clusters.local import LocalCluster
+    from .clusters.ray import RayCluster as RayCluster  # a re-export, left out of __all__
     from .common.version import __version__
-    from .coordinator.cancellation import QueryCancelled, QueryTimedOut
-    from .coordinator.config import DistributedConfig
-    from .coordinator.context import DistributedContext
-    from .coordinator.dataframe import DistributedDataFrame
-    from .coordinator.errors import ContextClosed, FeedFailed, QueryFailed, ResultStreamLost
+    from .errors import (
+        ContextClosed,
+        FeedFailed,
+        QueryCancelled,
+        QueryFailed,
+        QueryTimedOut,
+        ResultStreamLost,
+        WorkerError,
+        WorkersNotFound,
+        WorkerTimeout,
+        WorkerUnreachable,
+    )
     from .execution_plans.object_stores import S3Store
-    from .protocol.flight import WorkerError, WorkerTimeout, WorkerUnreachable
-    from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver, WorkersNotFound
-    from .ray_cluster import RayCluster as RayCluster  # a re-export, left out of __all__
+    from .protocol.resolver import DnsResolver, EnvResolver, StaticResolver, WorkerResolver
     from .work_unit_feed import WorkUnitFeed, read_units
     from .worker.flight_worker import FlightWorker
 
 # Every public name, and the module that defines it.
 _MODULE_OF = {
-    "EmbeddedCluster": ".clusters",
-    "LocalCluster": ".clusters",
+    "EmbeddedCluster": ".clusters.embedded",
+    "LocalCluster": ".clusters.local",
     "__version__": ".common.version",
-    "QueryCancelled": ".coordinator.cancellation",
-    "QueryTimedOut": ".coordinator.cancellation",
-    "DistributedConfig": ".coordinator.config",
-    "DistributedContext": ".coordinator.context",
-    "DistributedDataFrame": ".coordinator.dataframe",
-    "ContextClosed": ".coordinator.errors",
-    "FeedFailed": ".coordinator.errors",
-    "QueryFailed": ".coordinator.errors",
-    "ResultStreamLost": ".coordinator.errors",
+    "QueryCancelled": ".errors",
+    "QueryTimedOut": ".errors",
+    "DistributedConfig": ".api.config",
+    "DistributedContext": ".api.context",
+    "DistributedDataFrame": ".api.dataframe",
+    "ContextClosed": ".errors",
+    "FeedFailed": ".errors",
+    "QueryFailed": ".errors",
+    "ResultStreamLost": ".errors",
     "S3Store": ".execution_plans.object_stores",
-    "WorkerError": ".protocol.flight",
-    "WorkerTimeout": ".protocol.flight",
-    "WorkerUnreachable": ".protocol.flight",
+    "WorkerError": ".errors",
+    "WorkerTimeout": ".errors",
+    "WorkerUnreachable": ".errors",
     "DnsResolver": ".protocol.resolver",
     "EnvResolver": ".protocol.resolver",
     "StaticResolver": ".protocol.resolver",
     "WorkerResolver": ".protocol.resolver",
-    "WorkersNotFound": ".protocol.resolver",
+    "WorkersNotFound": ".errors",
     # Ray is an optional extra, and importing it costs about a second: `RayCluster` is left out
     # of `__all__`, so that `import *` never imports it.
-    "RayCluster": ".ray_cluster",
+    "RayCluster": ".clusters.ray",
     "WorkUnitFeed": ".work_unit_feed",
     "read_units": ".work_unit_feed",
     "FlightWorker": ".worker.flight_worker",

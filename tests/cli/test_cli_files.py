@@ -9,7 +9,7 @@ import re
 import pytest
 from datafusion import SessionContext
 
-from datafusion_distributed.coordinator.dataframe import format_table
+from datafusion_distributed.api.dataframe import format_table
 
 SUMS = "SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k ORDER BY k"
 JOINED = "SELECT d.name, sum(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name ORDER BY d.name"

@@ -14,9 +14,9 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedContext
+from datafusion_distributed.api.dataframe import format_table
 from datafusion_distributed.cli.session import ShowOptions, SqlSession
 from datafusion_distributed.cli.shell import CONTINUATION, PROMPT, Shell
-from datafusion_distributed.coordinator.dataframe import format_table
 
 pexpect = pytest.importorskip("pexpect")
 

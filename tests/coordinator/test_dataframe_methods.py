@@ -13,8 +13,8 @@ from datafusion import DataFrame, SessionContext, col, lit
 from datafusion import functions as f
 
 from datafusion_distributed import DistributedContext, DistributedDataFrame
-from datafusion_distributed.coordinator import context as context_module
-from datafusion_distributed.coordinator import dataframe as dataframe_module
+from datafusion_distributed.api import context as context_module
+from datafusion_distributed.api import dataframe as dataframe_module
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 
 # DataFrame transformations: on a DistributedDataFrame they return one.

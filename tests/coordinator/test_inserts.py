@@ -12,7 +12,7 @@ import pytest
 from datafusion import DataFrameWriteOptions, SessionContext, udf
 
 from datafusion_distributed import DistributedContext, QueryFailed
-from datafusion_distributed.coordinator.write_statements import table_reference
+from datafusion_distributed.api.write_statements import table_reference
 from datafusion_distributed.coordinator.writes import STAGING_FOLDER
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.forced import forced_distribution

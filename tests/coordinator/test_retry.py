@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from datafusion_distributed.coordinator.errors import QueryFailed
 from datafusion_distributed.coordinator.lifecycle import QueryCollector
 from datafusion_distributed.coordinator.retry import RetryPolicy
+from datafusion_distributed.errors import QueryFailed, WorkerError, WorkerUnreachable
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.events.chain import HandlerChain
-from datafusion_distributed.protocol.flight import WorkerError, WorkerUnreachable
 from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 
 GONE = "grpc://127.0.0.1:1"

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from datafusion_distributed import DistributedConfig
-from datafusion_distributed.coordinator.settings import (
+from datafusion_distributed.api.settings import (
     FIXED,
     UnknownSetting,
     changed_settings,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datafusion_distributed.coordinator.settings_statements import (
+from datafusion_distributed.api.settings_statements import (
     MalformedSettingsStatement,
     ResetSetting,
     SetSetting,

@@ -9,7 +9,7 @@ import pytest
 from datafusion import SessionContext, SQLOptions
 
 from datafusion_distributed import DistributedConfig, DistributedContext, QueryFailed
-from datafusion_distributed.coordinator import context, settings, settings_statements
+from datafusion_distributed.api import context, settings, settings_statements
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from datafusion_distributed import EmbeddedCluster
-from datafusion_distributed.protocol.flight import ClientPool, ClientSettings, WorkerError
+from datafusion_distributed.errors import WorkerError
+from datafusion_distributed.protocol.flight import ClientPool, ClientSettings
 from datafusion_distributed.protocol.messages import (
     MAX_HEARTBEAT_QUERIES,
     PROTOCOL_VERSION,

@@ -13,9 +13,10 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster, QueryFailed
+from datafusion_distributed.errors import WorkerUnreachable
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.protocol import flight
-from datafusion_distributed.protocol.flight import LocalWriteError, WorkerUnreachable, lost_worker
+from datafusion_distributed.protocol.flight import LocalWriteError, lost_worker
 from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 from datafusion_distributed.test_utils.tpch import register_tpch
 

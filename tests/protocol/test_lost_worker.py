@@ -3,7 +3,8 @@ coordinator (to retry elsewhere) and by a worker (to tell the coordinator whom i
 
 from __future__ import annotations
 
-from datafusion_distributed.protocol.flight import WorkerError, WorkerUnreachable, lost_worker
+from datafusion_distributed.errors import WorkerError, WorkerUnreachable
+from datafusion_distributed.protocol.flight import lost_worker
 
 GONE = "grpc://127.0.0.1:1"
 

@@ -7,8 +7,9 @@ import pyarrow.flight as flight
 import pytest
 
 from datafusion_distributed import EmbeddedCluster
+from datafusion_distributed.errors import WorkerError
 from datafusion_distributed.protocol.auth import connect_options
-from datafusion_distributed.protocol.flight import ClientPool, ClientSettings, WorkerError
+from datafusion_distributed.protocol.flight import ClientPool, ClientSettings
 from datafusion_distributed.protocol.messages import (
     ProtocolError,
     ShipPartition,

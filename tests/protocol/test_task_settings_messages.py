@@ -10,7 +10,8 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedContext, EmbeddedCluster
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient, WorkerError
+from datafusion_distributed.errors import WorkerError
+from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
 from datafusion_distributed.protocol.messages import ProtocolError, RunTask, decode_run_task, encode
 
 ZONE = ("datafusion.execution.time_zone", "+05:00")

@@ -166,7 +166,8 @@ def test_a_task_that_cannot_reach_an_input_names_the_lost_worker():
     can recompute that producer's outputs instead of failing the query."""
     from datafusion_distributed import EmbeddedCluster
     from datafusion_distributed.distributed_planner.planner import input_marker
-    from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient, WorkerError
+    from datafusion_distributed.errors import WorkerError
+    from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
     from datafusion_distributed.protocol.messages import FileLocation, RunTask, TaskInput
 
     gone = "grpc://127.0.0.1:9"  # the discard port: nothing listens there

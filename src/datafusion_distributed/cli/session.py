@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from .. import DistributedContext
-from ..coordinator.dataframe import format_table
+from ..api.dataframe import format_table
 from .statements import Statement, split_statements
 
 TABLE_READERS = {".parquet": "register_parquet", ".csv": "register_csv", ".json": "register_json",

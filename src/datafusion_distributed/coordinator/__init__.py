@@ -1,15 +1,19 @@
-"""The coordinator: the public entry point and the run of a query's stage DAG.
+"""The run of one query, from a distributed plan to the result streamed to the caller.
 
-- `context`: DistributedContext, wrapping the user's SessionContext; it plans queries (in a
-  copy of the user's session) and makes DistributedDataFrames (`dataframe`).
 - `scheduler`: QueryRun, one execution of a distributed plan: stages start when their inputs
   are complete, tasks are placed on workers, lost outputs are recomputed (`retry` decides what
   is tried again, and reports every lost worker once; `liveness` probes the workers in use, so
   one that stops answering is lost after `liveness_timeout`, and renews the queries' leases).
+- `services`: what a run takes from its context: the shared services (`RunServices`) and the
+  options of this run, read from the config it was planned with (`RunOptions`).
+- `run_state`: the state the scheduler, the head stage and the table shipper share.
 - `head`: the end of a query in this process: the final stage run here or gathered
   (`gather`), streamed to the caller; a worker lost while it is read is recovered as long as
   nothing read was handed out (ResultStreamLost otherwise).
+- `shipping`: large memory tables written once as Arrow files before the first stage.
+- `writes`, `object_store_writes`: a write split over tasks, staged per attempt and committed
+  when the query succeeded (into a local folder, or into an S3 bucket).
 - `lifecycle`: the run's events to the user's handlers and into its metrics;
-  `cancellation` (cancel and timeouts), `config`, `errors`, `inputs` (which producer files each
-  consumer partition reads).
+  `cancellation` (cancel and timeouts), `inputs` (which producer files each consumer
+  partition reads).
 """

@@ -14,15 +14,9 @@ from __future__ import annotations
 import threading
 import time
 
+from ..errors import QueryCancelled, QueryTimedOut
+
 POLL_SECONDS = 0.1
-
-
-class QueryCancelled(RuntimeError):
-    """A query stopped because it was cancelled (`DistributedDataFrame.cancel()`)."""
-
-
-class QueryTimedOut(QueryCancelled, TimeoutError):
-    """A query stopped because it ran longer than `DistributedConfig.query_timeout`."""
 
 
 class CancelScope:

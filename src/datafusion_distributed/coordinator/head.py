@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from datafusion import SessionContext
@@ -27,22 +26,26 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile
 from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
+from ..errors import (
+    QueryCancelled,
+    QueryFailed,
+    ResultStreamLost,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnreachable,
+)
 from ..execution_plans.object_stores import with_store_hint
 from ..metrics.query_metrics import COORDINATOR
 from ..metrics.recorder import TaskRecorder
 from ..protocol.fetch import fetch_input, readable_in_place
-from ..protocol.flight import LocalWriteError, WorkerError, WorkerTimeout, WorkerUnreachable, lost_worker
+from ..protocol.flight import LocalWriteError, lost_worker
 from ..protocol.messages import FileLocation, Ticket
 from ..runtime.inputs import ResolvedInput, resolve_inputs
 from ..runtime.streaming import stream_partitions
 from ..runtime.task_plan import prepare_task_plan
 from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
-from .cancellation import QueryCancelled
-from .errors import QueryFailed, ResultStreamLost
 from .gather import read_file, restore_names
-
-if TYPE_CHECKING:
-    from .scheduler import QueryRun
+from .run_state import RunState
 
 WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
 
@@ -50,8 +53,9 @@ WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
 class HeadStage:
     """Produces a query's result batches once its other stages are complete."""
 
-    def __init__(self, run: QueryRun):
+    def __init__(self, run: RunState, recompute: Callable[[], None]):
         self.run = run
+        self._recompute = recompute  # recomputes the outputs lost workers held (the scheduler's)
         self._scratch: str | None = None  # where fetched inputs go, made on first use
         self._scratch_exit_key: int | None = None
         self._scratch_lock = threading.Lock()
@@ -139,7 +143,7 @@ class HeadStage:
             run.retry.mark_dead(lost, exc)
             raise ResultStreamLost(lost, delivered) from exc
         run.retry.after_failure(exc, attempt, "reading the result")
-        run.recompute_lost_outputs()
+        self._recompute()
         if on_restart is not None:
             on_restart()
 
@@ -155,7 +159,7 @@ class HeadStage:
             for part in result.partitions:
                 if part.path is None:
                     continue
-                if readable_in_place(part.path, part.bytes, run.local_spools):
+                if readable_in_place(part.path, part.bytes, run.services.local_spools):
                     batches = read_file(part.path)
                 else:
                     batches = self._stream(worker, Ticket(run.query_id, final.id, task, part.partition))
@@ -183,7 +187,7 @@ class HeadStage:
                 return resolved, recorder
             except QueryFailed as exc:
                 run.retry.after_failure(exc, attempt, "fetching the final stage's inputs")
-                run.recompute_lost_outputs()
+                self._recompute()
         raise AssertionError("unreachable")
 
     def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
@@ -192,9 +196,9 @@ class HeadStage:
             return fetch_input(
                 location,
                 run.query_id,
-                run.clients,
+                run.services.clients,
                 self._scratch_dir,
-                run.local_spools,
+                run.services.local_spools,
                 writer="the coordinator",
             )
         except LocalWriteError as exc:  # this side's disk: no worker is to blame
@@ -230,6 +234,6 @@ class HeadStage:
 
     def _stream(self, worker: str, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         try:
-            yield from self.run.clients.get(worker).stream(ticket)
+            yield from self.run.services.clients.get(worker).stream(ticket)
         except WORKER_ERRORS as exc:
             raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc

@@ -19,7 +19,8 @@ import threading
 import time
 
 from ..common.threads import kept_threads
-from ..protocol.flight import ClientPool, WorkerError, WorkerTimeout, WorkerUnreachable
+from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
+from ..protocol.flight import ClientPool
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 

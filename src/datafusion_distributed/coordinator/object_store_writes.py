@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from ..codec.sink import FileSink, with_csv_formats, with_table_path
-from ..execution_plans.object_stores import S3Store
+from ..execution_plans.object_stores import S3Store, bucket_of
 from ..execution_plans.stage import TaskPlan
 from .writes import STAGING_FOLDER, StagedWrite
 
@@ -39,12 +39,6 @@ def s3_filesystem(store: S3Store) -> pafs.S3FileSystem:
         endpoint = urlparse(store.endpoint)
         options.update(endpoint_override=endpoint.netloc + endpoint.path.rstrip("/"), scheme=endpoint.scheme)
     return pafs.S3FileSystem(**options)
-
-
-def bucket_of(url: str) -> str | None:
-    """The bucket an `s3://` URL names, or None for any other URL."""
-    parsed = urlparse(url)
-    return parsed.netloc if parsed.scheme == "s3" else None
 
 
 class S3StagedWrite:

@@ -12,8 +12,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..errors import QueryFailed
 from ..protocol.flight import lost_worker
-from .errors import QueryFailed
 from .lifecycle import QueryCollector
 
 log = logging.getLogger("datafusion_distributed.coordinator")

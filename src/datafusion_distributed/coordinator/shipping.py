@@ -21,21 +21,18 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..common import exits
+from ..errors import QueryFailed
 from ..execution_plans.stage import ShippedTable
 from ..protocol.messages import PartitionResult, ShipPartition, TaskResult
 from ..runtime.outputs import write_task_outputs
 from ..runtime.streaming import stream_partition
-from .errors import QueryFailed
 from .head import WORKER_ERRORS
-
-if TYPE_CHECKING:
-    from .scheduler import QueryRun
+from .run_state import RunState
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -44,7 +41,7 @@ class TableShipper:
     """Provides the shipped memory tables of one query run as producer outputs
     (`run.results` and `run.placement` under each table's id)."""
 
-    def __init__(self, run: QueryRun):
+    def __init__(self, run: RunState):
         self.run = run
         self._folder: str | None = None  # where tables are written in place, made on first use
         self._exit_key: int | None = None
@@ -59,7 +56,7 @@ class TableShipper:
     def reship_lost(self) -> None:
         """Upload again every table whose copy was on a worker found lost since."""
         run = self.run
-        if run.local_spools:
+        if run.services.local_spools:
             return  # written on this host: no worker holds them
         for table in run.plan.tables:
             holder = run.placement.get(table.id, [None])[0]
@@ -82,7 +79,7 @@ class TableShipper:
         run = self.run
         started = time.perf_counter()
         session, scan = self._scan(table)
-        if run.local_spools:
+        if run.services.local_spools:
             # read in place by every worker: the holder named is never asked for them
             result, holder = self._write_here(table, session, scan), run.workers[0]
         else:
@@ -94,7 +91,7 @@ class TableShipper:
             table.id,
             sum(p.rows for p in result.partitions),
             sum(p.bytes for p in result.partitions),
-            "to this host's spools" if run.local_spools else f"to {holder}",
+            "to this host's spools" if run.services.local_spools else f"to {holder}",
             time.perf_counter() - started,
         )
 
@@ -120,7 +117,7 @@ class TableShipper:
         started = time.perf_counter()
         folder = os.path.join(self._local_folder(), f"table-{table.id}")
         output = write_task_outputs(
-            session, scan, folder, run.compression, cancelled=lambda: run.cancel_scope.cancelled
+            session, scan, folder, run.options.compression, cancelled=lambda: run.cancel_scope.cancelled
         )
         run.cancel_scope.check()
         partitions = tuple(PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions)
@@ -129,7 +126,9 @@ class TableShipper:
     def _local_folder(self) -> str:
         with self._lock:
             if self._folder is None:
-                self._folder = tempfile.mkdtemp(prefix="coordinator-tables-", dir=self.run.local_spools[0])
+                self._folder = tempfile.mkdtemp(
+                    prefix="coordinator-tables-", dir=self.run.services.local_spools[0]
+                )
                 self._exit_key = exits.at_exit_signal(
                     functools.partial(shutil.rmtree, self._folder, ignore_errors=True)
                 )
@@ -153,12 +152,12 @@ class TableShipper:
     ) -> TaskResult:
         run = self.run
         started = time.perf_counter()
-        client = run.clients.get(worker)
+        client = run.services.clients.get(worker)
         partitions, schema = [], None
         for partition in range(scan.partition_count):
             batches = stream_partition(session, scan, partition, run.cancel_scope.check)
             try:
-                message = ShipPartition(run.query_id, table.id, partition, run.compression)
+                message = ShipPartition(run.query_id, table.id, partition, run.options.compression)
                 result, batch_schema = client.put_partition(message, batches)
             finally:
                 batches.close()

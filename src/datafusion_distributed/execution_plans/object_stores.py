@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 from datafusion import SessionContext
 from datafusion.object_store import AmazonS3
@@ -160,6 +161,12 @@ def with_store(stores: ObjectStores, store: S3Store) -> ObjectStores:
     if len(kept) > MAX_STORES:
         raise ValueError(f"a context holds at most {MAX_STORES} object stores")
     return tuple(kept[url] for url in sorted(kept))
+
+
+def bucket_of(url: str) -> str | None:
+    """The bucket an `s3://` URL names, or None for any other URL."""
+    parsed = urlparse(url)
+    return parsed.netloc if parsed.scheme == "s3" else None
 
 
 def register_stores(ctx: SessionContext, stores: ObjectStores) -> None:

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from ..errors import QueryCancelled, QueryTimedOut
 from ..events.handlers import DistributedHandler, Event, EventKind
 from .explain import format_bytes, format_seconds
 
@@ -36,8 +37,6 @@ def outcome_of(error: BaseException | None) -> str:
     """How a query that ended with `error` (None: it succeeded) is described on its last line."""
     if error is None:
         return "finished"
-    from .. import QueryCancelled, QueryTimedOut  # the public API; imported late (it imports us)
-
     if isinstance(error, QueryTimedOut):
         return "timed out"
     if isinstance(error, (QueryCancelled, KeyboardInterrupt)):

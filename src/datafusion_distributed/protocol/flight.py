@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from ..common.errors import server_message
+from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
 from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
 from .messages import (
     PROTOCOL_VERSION,
@@ -35,35 +36,6 @@ from .messages import (
     decode_task_result,
     encode,
 )
-
-
-class WorkerUnreachable(ConnectionError):
-    """A worker did not answer (down, wrong address, or timed out)."""
-
-    def __init__(self, url: str, detail: str):
-        super().__init__(f"worker {url} is unreachable: {detail}")
-        self.url = url
-
-
-class WorkerTimeout(TimeoutError):
-    """A call to a worker took longer than its deadline (the worker may still be alive)."""
-
-    def __init__(self, url: str, seconds: float):
-        super().__init__(f"worker {url} did not answer within {seconds:g}s")
-        self.url = url
-
-
-class WorkerError(RuntimeError):
-    """A worker answered with an error (a task failed, or it refused a message).
-
-    `lost_worker` names another worker the task could not reach (to fetch an input), when that
-    is why it failed: the worker says so in the error's extra info, not in its text."""
-
-    def __init__(self, url: str, detail: str, lost_worker: str | None = None):
-        super().__init__(f"worker {url}: {detail}")
-        self.url = url
-        self.detail = detail
-        self.lost_worker = lost_worker
 
 
 class LocalWriteError(RuntimeError):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
+from ..errors import WorkersNotFound
 
 WORKERS_ENV = "DATAFUSION_DISTRIBUTED_WORKERS"
 
@@ -77,10 +78,6 @@ AddressInfo = tuple[int, int, int, str, tuple]
 Lookup = Callable[[str, int], Iterable[AddressInfo]]
 
 log = logging.getLogger(__name__)
-
-
-class WorkersNotFound(LookupError):
-    """A resolver found no worker: its DNS name did not resolve, or resolved to no address."""
 
 
 def _lookup_tcp(host: str, port: int) -> list[AddressInfo]:

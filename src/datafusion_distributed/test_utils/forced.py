@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..coordinator.config import DistributedConfig
+from ..api.config import DistributedConfig
 from ..events.handlers import DistributedHandler, TaskCount, TaskCountRequest
 
 #: Every scan worth a task of its own, no join side computed in place or broadcast by size.

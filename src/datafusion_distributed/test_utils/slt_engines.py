@@ -26,7 +26,7 @@ import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..coordinator.context import DistributedContext
+from ..api.context import DistributedContext
 from ..distributed_planner.fidelity import why_kept_on_one_node
 from ..distributed_planner.planner import bytes_as_sent
 from ..protocol.resolver import WorkerResolver

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..clusters import LocalCluster
+from ..api.config import DistributedConfig
+from ..clusters.local import LocalCluster
 from ..common.totals import total_of
-from ..coordinator.config import DistributedConfig
 from ..protocol.resolver import WorkerResolver
 from .forced import forced_distribution
 from .slt_compare import FAILURES, Category, Verdict, classify, first_line

@@ -1,10 +1,27 @@
-"""The error every failed distributed query raises."""
+"""The errors a user of the library may catch, in one module below every other room, so any
+layer can raise them and none imports upward to do so."""
 
 from __future__ import annotations
 
-from ..common.errors import is_datafusion_panic, readable_message
-from ..work_unit_feed.errors import FeedError
-from .cancellation import QueryCancelled
+from typing import Protocol
+
+from .common.errors import is_datafusion_panic, readable_message
+
+
+class QueryCancelled(RuntimeError):
+    """A query stopped because it was cancelled (`DistributedDataFrame.cancel()`)."""
+
+
+class QueryTimedOut(QueryCancelled, TimeoutError):
+    """A query stopped because it ran longer than `DistributedConfig.query_timeout`."""
+
+
+class _FeedError(Protocol):
+    """What FeedFailed reads of a work-unit feed's own error (`work_unit_feed.errors.FeedError`)."""
+
+    feed: str
+    source: str
+    unit: str | None
 
 
 class QueryFailed(RuntimeError):
@@ -29,7 +46,7 @@ class FeedFailed(QueryFailed):
         self.unit = unit
 
     @classmethod
-    def of_feed(cls, error: FeedError) -> FeedFailed:
+    def of_feed(cls, error: _FeedError) -> FeedFailed:
         """The query failure a feed's error causes."""
         return cls(str(error), error.feed, error.source, error.unit)
 
@@ -73,3 +90,36 @@ def as_query_failure(exc: BaseException) -> BaseException:
     if isinstance(exc, Exception) or is_datafusion_panic(exc):
         return QueryFailed.of(exc)
     return exc
+
+
+class WorkerUnreachable(ConnectionError):
+    """A worker did not answer (down, wrong address, or timed out)."""
+
+    def __init__(self, url: str, detail: str):
+        super().__init__(f"worker {url} is unreachable: {detail}")
+        self.url = url
+
+
+class WorkerTimeout(TimeoutError):
+    """A call to a worker took longer than its deadline (the worker may still be alive)."""
+
+    def __init__(self, url: str, seconds: float):
+        super().__init__(f"worker {url} did not answer within {seconds:g}s")
+        self.url = url
+
+
+class WorkerError(RuntimeError):
+    """A worker answered with an error (a task failed, or it refused a message).
+
+    `lost_worker` names another worker the task could not reach (to fetch an input), when that
+    is why it failed: the worker says so in the error's extra info, not in its text."""
+
+    def __init__(self, url: str, detail: str, lost_worker: str | None = None):
+        super().__init__(f"worker {url}: {detail}")
+        self.url = url
+        self.detail = detail
+        self.lost_worker = lost_worker
+
+
+class WorkersNotFound(LookupError):
+    """A resolver found no worker: its DNS name did not resolve, or resolved to no address."""

@@ -34,10 +34,10 @@ except ImportError as exc:  # the optional extra is missing
         "RayCluster needs Ray: install it with pip install 'datafusion-distributed[ray]'"
     ) from exc
 
-from .common import exits
-from .protocol.auth import check_token, new_token
-from .runtime.session import SessionBuilder
-from .worker.flight_worker import FlightWorker
+from ..common import exits
+from ..protocol.auth import check_token, new_token
+from ..runtime.session import SessionBuilder
+from ..worker.flight_worker import FlightWorker
 
 log = logging.getLogger(__name__)
 

@@ -15,14 +15,18 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 import pyarrow as pa
 from datafusion import DataFrame, DataFrameWriteOptions, ParquetWriterOptions
 from datafusion.dataframe import Compression
+from datafusion.dataframe_formatter import get_formatter
 
+from ..coordinator.scheduler import QueryRun
+from ..errors import QueryFailed
 from ..metrics.analyze import check_explain_format, render_explain
-from .scheduler import QueryRun
+from .display import Preview, render_error, render_html, render_text
+from .engine import Engine, PlannedQuery
 from .write_statements import (
     copy_statement,
     insert_statement,
@@ -40,12 +44,18 @@ if TYPE_CHECKING:
 
     from ..execution_plans.stage import DistributedPlan
     from ..metrics.query_metrics import QueryMetrics
-    from .context import DistributedContext
 
 JoinHow = Literal["inner", "left", "right", "full", "semi", "anti"]
 
 # DataFusion's DataFrame methods that write, not offered: they would run the query on one node.
 WRITE_METHODS = frozenset({"write_parquet_with_options"})
+
+
+class _WithEngine(Protocol):
+    """A DistributedContext, as a frame sees it: the engine it plans and runs queries with."""
+
+    @property
+    def engine(self) -> Engine: ...
 
 
 def _plain(df: Any) -> Any:
@@ -82,8 +92,9 @@ class DistributedDataFrame:
         {'b': ['y', 'x']}
     """
 
-    def __init__(self, dctx: DistributedContext, df: DataFrame) -> None:
-        self._dctx = dctx
+    def __init__(self, dctx: _WithEngine | Engine, df: DataFrame) -> None:
+        # the context's engine: what the frame plans and runs with (the context makes frames)
+        self._engine: Engine = getattr(dctx, "engine", dctx)
         self._df = df
         self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
         self._runs_lock = threading.Lock()
@@ -105,7 +116,15 @@ class DistributedDataFrame:
     def _derived(self, df: Any) -> DistributedDataFrame:
         """A transformation's result, distributed on the same context."""
         # DataFusion's select_exprs returns its internal frame rather than a DataFrame.
-        return DistributedDataFrame(self._dctx, df if isinstance(df, DataFrame) else DataFrame(df))
+        return DistributedDataFrame(self._engine, df if isinstance(df, DataFrame) else DataFrame(df))
+
+    def _sql(self, statement: str) -> DistributedDataFrame:
+        """`statement` planned on the context's session, distributed; DataFusion's errors
+        become QueryFailed."""
+        try:
+            return DistributedDataFrame(self._engine, self._engine.ctx.sql(statement))
+        except Exception as exc:  # DataFusion raises plain Exception
+            raise QueryFailed.of(exc) from exc
 
     # -- file writes: a COPY of the frame, split over tasks ---------------------------------
     def write_parquet(
@@ -177,25 +196,25 @@ class DistributedDataFrame:
             self._df.write_table(table_name, write_options)
             return
         try:
-            table_schema = self._dctx.ctx.table(table_name).schema()
+            table_schema = self._engine.ctx.table(table_name).schema()
         except Exception:  # no such table: DataFusion's own error, from its own call
             table_schema = None
         if table_schema is None or not inserts_unchanged(self._df.schema(), table_schema):
             self._df.write_table(table_name)
             return
         view = f"datafusion_distributed_write_{uuid.uuid4().hex}"
-        self._dctx.ctx.register_view(view, self._df)
+        self._engine.ctx.register_view(view, self._df)
         try:
-            insert = self._dctx.sql(insert_statement(view, target))
-            plan = insert.distributed_plan()
-            if plan.write is None:  # not split into tasks writing files: DataFusion's own write
+            insert = self._sql(insert_statement(view, target))
+            planned = insert._planned()
+            if planned.plan.write is None:  # not split into tasks writing files: DataFusion's own write
                 self._df.write_table(table_name)
                 return
             # its result, the count of rows written, is dropped as write_table drops it
-            for _ in insert._execute_plan(plan, on_restart=lambda: None):
+            for _ in insert._execute_plan(planned, on_restart=lambda: None):
                 pass
         finally:
-            self._dctx.ctx.deregister_table(view)
+            self._engine.ctx.deregister_table(view)
 
     def _copy_to(
         self,
@@ -206,11 +225,11 @@ class DistributedDataFrame:
     ) -> None:
         """Run `COPY (SELECT * FROM <this frame as a view>) TO path ...` on the context."""
         view = f"datafusion_distributed_write_{uuid.uuid4().hex}"
-        self._dctx.ctx.register_view(view, self._df)
+        self._engine.ctx.register_view(view, self._df)
         try:
-            self._dctx.sql(copy_statement(view, path, file_format, options, partition_by)).collect()
+            self._sql(copy_statement(view, path, file_format, options, partition_by)).collect()
         finally:
-            self._dctx.ctx.deregister_table(view)
+            self._engine.ctx.deregister_table(view)
 
     # -- transformations: DataFusion's own, returning a DistributedDataFrame -------------------
     def aggregate(
@@ -490,8 +509,8 @@ class DistributedDataFrame:
         `requested_schema` (a schema, or its capsule) is applied as pyarrow's reader applies it.
         """
         schema = self.schema()
-        plan = self.distributed_plan()  # a query that does not plan fails here, not mid-read
-        batches = (_as_schema(batch, schema) for batch in self._execute_plan(plan))
+        planned = self._planned()  # a query that does not plan fails here, not mid-read
+        batches = (_as_schema(batch, schema) for batch in self._execute_plan(planned))
         reader = pa.RecordBatchReader.from_batches(schema, batches)
         return reader.__arrow_c_stream__(requested_schema)
 
@@ -529,13 +548,13 @@ class DistributedDataFrame:
         """
         batches = self.collect()
         schema = self.schema()
-        ctx = self._dctx.ctx
+        ctx = self._engine.ctx
         # A memory table is made through a name only; the frame keeps the table itself, so
         # the name is dropped at once and the data lives as long as the frames reading it.
         name = f"__cache_{uuid.uuid4().hex}"
         frame = ctx.create_dataframe([[_as_schema(b, schema) for b in batches]], name=name, schema=schema)
         ctx.deregister_table(name)
-        return DistributedDataFrame(self._dctx, frame)
+        return DistributedDataFrame(self._engine, frame)
 
     # -- what the query is and how it runs ------------------------------------------------------
     def schema(self) -> pa.Schema:
@@ -544,7 +563,10 @@ class DistributedDataFrame:
 
     def distributed_plan(self) -> DistributedPlan:
         """The plan for the current workers: the stages the query is cut into."""
-        return self._dctx.distributed_plan(self._df)
+        return self._planned().plan
+
+    def _planned(self) -> PlannedQuery:
+        return self._engine.plan(self._df)
 
     def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
         """Stream the result batch by batch; memory stays bounded by what is in flight.
@@ -553,38 +575,27 @@ class DistributedDataFrame:
         A worker lost while the result is read is recovered until the first batch is handed
         out; after that the stream raises `ResultStreamLost` (a `QueryFailed`), and the query
         must be run again (`collect()` recovers at any point)."""
-        return self._execute_plan(self.distributed_plan(), progress)
+        return self._execute_plan(self._planned(), progress)
 
     def _execute_plan(
         self,
-        plan: DistributedPlan,
+        planned: PlannedQuery,
         progress: bool | None = None,
         on_restart: Callable[[], None] | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Run `plan`, streaming its result; `on_restart` as for `QueryRun.execute`."""
-        handlers = self._dctx.handlers
-        if self._dctx.progress if progress is None else progress:
+        """Run `planned`, streaming its result; `on_restart` as for `QueryRun.execute`."""
+        handlers = self._engine.handlers
+        if self._engine.progress if progress is None else progress:
             from ..metrics.progress import ProgressDisplay
 
             handlers = handlers.with_handlers([ProgressDisplay()])
-        run = QueryRun(
-            plan,
-            self._dctx.workers(),
-            self._dctx.clients,
-            compression=self._dctx.exchange_compression(),
-            head_session=self._dctx.head_session,
-            task_attempts=self._dctx.config.task_attempts,
-            handlers=handlers,
-            local_spools=self._dctx.local_spools(),
-            liveness=self._dctx.liveness,
-            feeds=self._dctx.feeds,
-        )
+        run = self._engine.run(planned, handlers)
         stream = self._cancellable(run, on_restart)
         try:
             with contextlib.closing(stream):
                 yield from stream
         finally:
-            self.metrics = run.metrics
+            self.metrics = run.state.metrics
 
     def cancel(self) -> bool:
         """Stop every execution of this DataFrame in progress (safe from any thread).
@@ -595,11 +606,11 @@ class DistributedDataFrame:
         with self._runs_lock:
             runs = list(self._runs)
         for run in runs:
-            run.cancel_scope.cancel()
+            run.state.cancel_scope.cancel()
         return bool(runs)
 
     def _cancellable(self, run: QueryRun, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
-        run.cancel_scope.start(self._dctx.config.query_timeout)
+        run.state.cancel_scope.start(run.state.options.query_timeout)
         with self._runs_lock:
             self._runs.add(run)
         try:
@@ -621,7 +632,7 @@ class DistributedDataFrame:
         batches: list[pa.RecordBatch] = []
         # Nothing is handed out before the end: a worker lost while the result is read costs a
         # recomputation, and the result is read again from its start.
-        for batch in self._execute_plan(self.distributed_plan(), progress, on_restart=batches.clear):
+        for batch in self._execute_plan(self._planned(), progress, on_restart=batches.clear):
             batches.append(batch)
         return batches
 
@@ -693,39 +704,50 @@ class DistributedDataFrame:
     def explain_string(self, analyze: bool = False, verbose: bool = False, format: str = "text") -> str:
         """What `explain` prints. With `analyze` the query runs first (its result is discarded)."""
         check_explain_format(format)  # before the query runs
-        plan = self.distributed_plan()
-        metrics = self._measure(plan) if analyze else None
-        return render_explain(plan, metrics, verbose, format)
+        planned = self._planned()
+        metrics = self._measure(planned) if analyze else None
+        return render_explain(planned.plan, metrics, verbose, format)
 
-    def _measure(self, plan: DistributedPlan) -> QueryMetrics | None:
-        """Run `plan` for what it measures (EXPLAIN ANALYZE), discarding its result."""
-        for _ in self._execute_plan(plan, on_restart=lambda: None):  # the result is discarded
+    def _measure(self, planned: PlannedQuery) -> QueryMetrics | None:
+        """Run `planned` for what it measures (EXPLAIN ANALYZE), discarding its result."""
+        for _ in self._execute_plan(planned, on_restart=lambda: None):  # the result is discarded
             pass
         return self.metrics
 
     # -- display: the first rows, computed distributed (see display.py) -------------------------
+    def _preview(self, rows: int | None = None) -> Preview:
+        """Run the query distributed for its first `rows` rows only (default: the formatter's
+        `max_rows`).
+
+        It runs as this frame's own execution (so `cancel()` stops it, and `metrics` then
+        describes it), with a limit of `rows + 1`."""
+        rows = get_formatter().max_rows if rows is None else rows
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+            raise ValueError(f"rows to show must be a positive integer, not {rows!r}")
+        planned = self._engine.plan(self._df.limit(rows + 1))
+        batches: list[pa.RecordBatch] = []
+        for batch in self._execute_plan(planned, on_restart=batches.clear):
+            batches.append(batch)
+        schema = batches[0].schema if batches else self.schema()
+        table = pa.Table.from_batches([_as_schema(b, schema) for b in batches], schema)
+        return Preview.of(table, rows, planned.plan, self.metrics)
+
     def __repr__(self) -> str:
         """The first rows as a text table, as datafusion-python's DataFrame shows itself.
 
         Runs the query for those rows only (`datafusion.dataframe_formatter`'s `max_rows`, 10
         by default); `metrics` then describes that run."""
-        from .display import preview, render_text
-
-        return render_text(preview(self))
+        return render_text(self._preview())
 
     def _repr_html_(self) -> str:
         """The first rows as an HTML table, with the stages, tasks, rows and time of the run."""
-        from .display import preview, render_html
-
-        return render_html(preview(self))
+        return render_html(self._preview())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """Text and HTML from one run, for notebooks (which would otherwise run the query for
         each); a failed query shows its error instead of a traceback per format."""
-        from .display import preview, render_error, render_html, render_text
-
         try:
-            shown = preview(self)
+            shown = self._preview()
         except Exception as exc:
             return render_error(exc)
         return {"text/plain": render_text(shown), "text/html": render_html(shown)}

@@ -7,67 +7,30 @@ import dataclasses
 import functools
 import inspect
 import re
-import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyarrow as pa
 from datafusion import DataFrame, SessionContext, SQLOptions
 
-from ..codec.feed_scan import FEED_FILE_PREFIX
-from ..distributed_planner.planner import plan_query, single_node_plan
+from ..clusters.embedded import EmbeddedCluster
+from ..coordinator.liveness import LivenessMonitor
+from ..errors import InvalidSetting, QueryFailed
 from ..events.chain import HandlerChain
-from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url, with_store
+from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url
 from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
-from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
-from ..protocol.flight import ClientPool, ClientSettings
-from ..protocol.resolver import StaticResolver, WorkerResolver
-from ..runtime.session import SessionBuilder, task_session
-from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
+from ..protocol.flight import ClientPool
+from ..protocol.resolver import WorkerResolver
+from ..runtime.session import SessionBuilder
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig
 from .dataframe import DistributedDataFrame
-from .errors import ContextClosed, InvalidSetting, QueryFailed
-from .liveness import LivenessMonitor
-from .object_store_writes import bucket_of
-from .settings import changed_settings, check_changeable, setting_rows, with_setting
-from .settings_statements import (
-    PREFIX,
-    SetSetting,
-    SettingsStatement,
-    ShowSettings,
-    parse_settings_statement,
-)
-
-if TYPE_CHECKING:
-    from .. import EmbeddedCluster
-
-
-ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
-
-
-RAN_WHEN_PLANNED = (
-    "DataFusion ran this statement (CREATE TABLE [AS], CREATE VIEW, DROP, ...) in the coordinator "
-    "when it was planned; nothing is left to run"
-)
-
-
-def _ran_when_planned(logical: Any) -> bool:
-    """Whether `logical` (a LogicalPlan) is what DataFusion leaves of a DDL statement it ran
-    while planning it (`SessionContext.sql` runs CREATE TABLE AS, CREATE VIEW, DROP, ... at
-    once): an empty relation of no rows, which no query of rows plans as."""
-    return logical.display() == "EmptyRelation: rows=0"
-
-
-def _acts_when_planned(logical: Any) -> bool:
-    """Whether planning `logical` (a LogicalPlan) changes data: a memory table's DELETE, UPDATE
-    and TRUNCATE happen in DataFusion's physical planner, so the query may be planned once only."""
-    first = logical.display().split("\n", 1)[0]
-    return first.startswith("Dml: op=[") and not first.startswith("Dml: op=[Insert")
-
+from .engine import Engine
+from .settings import check_changeable, setting_rows, with_setting
+from .settings_statements import PREFIX, SetSetting, SettingsStatement, ShowSettings, parse_settings_statement
 
 _EXPLAIN_ANALYZE = re.compile(r"^\s*explain\s+analyze\s+(?:(verbose)\s+)?(.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -98,6 +61,19 @@ def _on_ctx(
     return on_ctx
 
 
+def _on_engine(
+    method: Callable[Concatenate[Engine, P], R],
+) -> Callable[Concatenate[DistributedContext, P], R]:
+    """`method` of the context's Engine, called on it: its signature and docstring."""
+
+    @functools.wraps(method)
+    def on_engine(self: DistributedContext, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self._engine, *args, **kwargs)
+
+    on_engine.__qualname__ = f"DistributedContext.{method.__name__}"
+    return on_engine
+
+
 def _made_on_ctx(
     method: Callable[Concatenate[SessionContext, P], DataFrame],
 ) -> Callable[Concatenate[DistributedContext, P], DistributedDataFrame]:
@@ -114,12 +90,6 @@ def _made_on_ctx(
     )
     made_on_ctx.__signature__ = inspect.signature(method).replace(return_annotation=DistributedDataFrame)
     return made_on_ctx
-
-
-def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
-    """The feed service's middleware: the cluster's token, checked as workers check it."""
-    token = clients.settings.auth_token
-    return {"auth": TokenServerMiddlewareFactory(token)} if token else None
 
 
 class DistributedContext:
@@ -159,103 +129,66 @@ class DistributedContext:
         handlers: Sequence[Any] = (),
         progress: bool | None = None,
     ) -> None:
-        self.handlers = HandlerChain(handlers)
-        self.progress = running_in_notebook() if progress is None else progress
-        self.ctx = ctx if ctx is not None else SessionContext()
-        self.config = config or DistributedConfig()
-        self._initial_config = self.config  # what RESET distributed.<name> returns to
-        self._config_lock = threading.Lock()
+        shown = running_in_notebook() if progress is None else progress
+        self._engine = Engine(ctx, workers, config, session_builder, HandlerChain(handlers), shown)
+        self.ctx = self._engine.ctx
         self.session_builder = session_builder
-        self._cluster: EmbeddedCluster | None = None
-        if workers is None:
-            from .. import EmbeddedCluster  # through the public API: clusters start workers
-
-            self._cluster = EmbeddedCluster(
-                self.config.embedded_workers, session_builder, handlers=self.handlers.user
-            )
-            self.resolver: WorkerResolver = self._cluster
-        elif isinstance(workers, WorkerResolver):
-            self.resolver = workers
-        elif isinstance(workers, (list, tuple)):
-            self.resolver = StaticResolver(workers)
-        else:
-            raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
-        self.clients = ClientPool(
-            ClientSettings(
-                self.config.connect_timeout,
-                self.config.task_timeout,
-                # a cluster the library started knows its own token; otherwise the configured one
-                auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
-                tls_root_certs=read_pem(self.config.tls_root_certs),
-                tls_client_cert=read_pem(self.config.tls_client_cert),
-                tls_client_key=read_pem(self.config.tls_client_key),
-            )
-        )
-        self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
-        # (key, planning session, the settings its tasks carry), made again when the key changes
-        self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
-        self._planning_lock = threading.Lock()
-        # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
-        # embedded cluster) alive until the garbage collector finds it
-        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
-        self._object_stores: ObjectStores = ()  # registered here: every task registers them too
-        self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
-        self._closed = False
 
     # -- workers and planning ------------------------------------------------------------------------------
-    def local_spools(self) -> tuple[str, ...]:
-        """Spools of workers on this host (a cluster the library started): read in place."""
-        root = getattr(self.resolver, "shared_spool_root", None)
-        return (root,) if root else ()
+    @property
+    def engine(self) -> Engine:
+        """What this context's DataFrames plan and run their queries with."""
+        return self._engine
 
-    def exchange_compression(self) -> str | None:
-        """The codec of exchange files: with "auto", none when they are read in place (no copy
-        to save, and compressing costs CPU), lz4 when they cross the network."""
-        if self.config.compression != "auto":
-            return self.config.compression
-        return None if self.local_spools() else "lz4"
+    @property
+    def handlers(self) -> HandlerChain:
+        """The event handlers of this context's queries (the user's, then the built-in ones)."""
+        return self._engine.handlers
 
-    def workers(self) -> list[str]:
-        """The URLs of the workers queries run on now, from the resolver.
+    @property
+    def progress(self) -> bool:
+        """Whether queries show a live progress line unless a call says otherwise."""
+        return self._engine.progress
 
-        Raises:
-            ContextClosed: the context was closed (every query asks for its workers first).
-        """
-        if self._closed:
-            raise ContextClosed()
-        urls = self.resolver.get_urls()
-        if not urls:
-            raise ValueError("the worker resolver returned no workers")
-        return urls
+    @progress.setter
+    def progress(self, shown: bool) -> None:
+        self._engine.progress = shown
 
-    def planning_session(self, workers: int, config: DistributedConfig | None = None) -> SessionContext:
-        """A copy of the user's session, with the DataFusion settings a query on `workers`
-        workers is planned with (`PlannerConfig.datafusion_settings` of `config`, by default the
-        context's).
+    @property
+    def config(self) -> DistributedConfig:
+        """The config the next query is planned and run with (`SET distributed.<name>` changes it)."""
+        return self._engine.config
 
-        The copy shares the user's catalogs, tables and object stores and starts from their
-        current settings, so a `SET` of theirs applies, and changing its settings leaves the
-        user's context as it was; a plan made from a logical plan holds its UDFs itself.
-        (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
-        from a logical plan never looks tables up by name, so url tables change nothing here.)"""
-        return self._planning_state(workers, config or self.config)[0]
+    @property
+    def resolver(self) -> WorkerResolver:
+        """Where the workers are: the embedded cluster, the URLs given, or the resolver given."""
+        return self._engine.resolver
 
-    def _planning_state(self, workers: int, config: DistributedConfig) -> tuple[SessionContext, TaskSettings]:
-        """The planning session (see `planning_session`) and the user's settings its queries'
-        tasks carry (`travelling_settings`), both made again only when the user's settings (or
-        the cluster's size) changed: the copy and its SETs cost more than planning a small query."""
-        overrides = tuple(config.planner(workers).datafusion_settings().items())
-        key = (repr(self.ctx), overrides)  # the context's repr lists every setting
-        with self._planning_lock:
-            if self._planning is not None and self._planning[0] == key:
-                return self._planning[1], self._planning[2]
-        session = self.ctx.enable_url_table()
-        for name, value in overrides:
-            session.sql(f"SET {name} = {value}")
-        state = (session, travelling_settings(session))
-        with self._planning_lock:
-            self._planning = (key, *state)
-        return state
+    @property
+    def clients(self) -> ClientPool:
+        """The connections to the workers, shared by this context's queries."""
+        return self._engine.clients
+
+    @property
+    def liveness(self) -> LivenessMonitor:
+        """The probes of the workers this context's queries use."""
+        return self._engine.liveness
+
+    @property
+    def feeds(self) -> FeedService:
+        """The service the tasks of work-unit feeds ask for units."""
+        return self._engine.feeds
+
+    @property
+    def _cluster(self) -> EmbeddedCluster | None:
+        """The embedded cluster this context started (None with workers given)."""
+        return self._engine._cluster
+
+    local_spools = _on_engine(Engine.local_spools)
+    exchange_compression = _on_engine(Engine.exchange_compression)
+    workers = _on_engine(Engine.workers)
+    planning_session = _on_engine(Engine.planning_session)
+    head_session = _on_engine(Engine.head_session)
 
     # -- DataFrames: made on the wrapped context, run distributed ------------------------------
     def sql(
@@ -322,16 +255,16 @@ class DistributedContext:
                 table = pa.table(rows, schema=pa.schema([("name", pa.string()), ("value", pa.string())]))
                 return DistributedDataFrame(self, self.ctx.from_arrow(table))
             self._check_statements_allowed(statement, options)
-            with self._config_lock:
+            with self._engine.config_lock:
                 if isinstance(statement, SetSetting):
                     value, quoted = statement.value, statement.quoted
                     if not quoted and value.startswith("$") and value[1:] in named_params:
                         value = str(named_params[value[1:]])  # as DataFusion replaces `$name`
-                    self._use_config(with_setting(self.config, statement.name, value, quoted))
+                    self._engine.use_config(with_setting(self.config, statement.name, value, quoted))
                 else:
                     check_changeable(statement.name)
-                    initial = getattr(self._initial_config, statement.name)
-                    self._use_config(dataclasses.replace(self.config, **{statement.name: initial}))
+                    initial = getattr(self._engine.initial_config, statement.name)
+                    self._engine.use_config(dataclasses.replace(self.config, **{statement.name: initial}))
         except ValueError as exc:
             raise InvalidSetting(str(exc)) from exc
         return DistributedDataFrame(self, self.ctx.from_pydict({}))  # as DataFusion's SET: no columns
@@ -351,16 +284,6 @@ class DistributedContext:
                     f"Error during planning: Statement not supported: {verb} {PREFIX}{statement.name} "
                     "(the SQLOptions given do not allow statements)"
                 ) from exc
-
-    def _use_config(self, config: DistributedConfig) -> None:
-        """Run the following queries with `config`: the planning and per-query settings are read
-        by each query; the deadlines the client pool and the liveness monitor hold are changed
-        there, for the calls and probes that start from now on."""
-        old, self.config = self.config, config
-        if (config.connect_timeout, config.task_timeout) != (old.connect_timeout, old.task_timeout):
-            self.clients.set_deadlines(config.connect_timeout, config.task_timeout)
-        if config.liveness_timeout != old.liveness_timeout:
-            self.liveness.set_timeout(config.liveness_timeout)
 
     def _frame(self, make: Callable[..., DataFrame], *args: Any, **kwargs: Any) -> DistributedDataFrame:
         """A DataFrame made on the wrapped context, distributed."""
@@ -485,13 +408,12 @@ class DistributedContext:
         """
         store = store_for_url(schema + (host or ""), store)
         store.register(self.ctx)
-        with self._planning_lock:
-            self._object_stores = with_store(self._object_stores, store)
+        self._engine.add_object_store(store)
 
     @property
     def object_stores(self) -> ObjectStores:
         """The stores registered with `register_object_store`, sent with every task."""
-        return self._object_stores
+        return self._engine.object_stores
 
     register_udf = _on_ctx(SessionContext.register_udf)
     register_udaf = _on_ctx(SessionContext.register_udaf)
@@ -506,85 +428,19 @@ class DistributedContext:
     # -- planning -------------------------------------------------------------------------------
     def distributed_plan(self, df: DataFrame) -> DistributedPlan:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
-        stages (or keep it on one node when it cannot travel faithfully; see `plan_query`)."""
-        settings = self.config  # one config for the whole plan, whatever a SET does meanwhile
-        workers = len(self.workers())
-        logical = df.logical_plan()
-        try:
-            if _acts_when_planned(logical):
-                plan = single_node_plan(df.execution_plan(), self.ctx, ACTS_WHEN_PLANNED)
-            elif _ran_when_planned(logical):
-                plan = single_node_plan(df.execution_plan(), self.ctx, RAN_WHEN_PLANNED)
-            else:
-                session, task_settings = self._planning_state(workers, settings)
-                physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
-                config = settings.planner(workers)
-                plan = plan_query(physical, session, config, self.handlers, logical.display_indent_schema())
-                plan = dataclasses.replace(
-                    plan, task_settings=task_settings, object_stores=self._object_stores
-                )
-                unstaged = self._unstaged_write(plan)
-                if unstaged:
-                    plan = single_node_plan(df.execution_plan(), self.ctx, unstaged)
-                elif plan.feeds and plan.in_memory:
-                    # one task, run here; from its bytes, so that it reads the feed's units
-                    plan = dataclasses.replace(plan, physical=None, session=None)
-                elif plan.in_memory:
-                    # Run exactly what the user's own context runs: planned with their settings
-                    # (partitions, memory limit), showing their information_schema.
-                    plan = single_node_plan(
-                        df.execution_plan(), self.ctx, plan.single_node, plan.final.reason
-                    )
-        except Exception as exc:  # DataFusion raises plain Exception
-            raise QueryFailed.of(exc) from exc
-        shown = plan.physical.display_indent() if plan.in_memory else ""
-        if FEED_FILE_PREFIX in shown.split("\n", 1)[0] and shown.startswith("DataSinkExec"):
-            raise QueryFailed(
-                "a work-unit feed table cannot be written to (INSERT INTO): its rows are its units', "
-                "read when a query runs"
-            )
-        if FEED_FILE_PREFIX in shown:
-            raise QueryFailed(
-                "the query reads a work-unit feed table but must run on one node from DataFusion's "
-                f"own plan ({plan.single_node or plan.final.reason}); a feed's units are read only "
-                "by plans that travel as bytes, so it would read no row"
-            )
-        return dataclasses.replace(plan, settings=changed_settings(settings))
-
-    def _unstaged_write(self, plan: DistributedPlan) -> str:
-        """Why the write `plan` splits over tasks cannot be staged and committed ("" if it can):
-        a write into a bucket needs its S3Store, to reach the bucket from the coordinator."""
-        bucket = bucket_of(plan.write.destination) if plan.write is not None else None
-        if bucket is None or any(store.bucket == bucket for store in self._object_stores):
-            return ""
-        return (
-            f"DataSinkExec writes to s3://{bucket}, whose store was not registered with "
-            "DistributedContext.register_object_store (an S3Store): written from one node"
-        )
-
-    def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
-        """The session the coordinator runs a head stage carrying `settings` (the user's
-        DataFusion settings, see `DistributedPlan.task_settings`) and object `stores` in: built
-        once, by the session hook if there is one, like a worker's, and copied with the settings
-        and stores (a hook that fails is tried again next query)."""
-        return self._head_sessions.session(settings, stores)
+        stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`)."""
+        return self._engine.plan(df).plan
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
         """Whether `close()` was called: queries then raise `ContextClosed`."""
-        return self._closed
+        return self._engine.closed
 
     def close(self) -> None:
         """Stop the embedded cluster (if any) and close connections to workers; later queries
         raise `ContextClosed`. Closing again does nothing."""
-        if self._closed:
-            return
-        self._closed = True
-        self.feeds.close()
-        self.clients.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        self._engine.close()
 
     def __enter__(self) -> DistributedContext:
         return self

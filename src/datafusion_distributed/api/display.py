@@ -12,16 +12,15 @@ import copy
 import html
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 from datafusion import DataFrame
 from datafusion.dataframe_formatter import DataFrameHtmlFormatter, get_formatter
 
+from ..execution_plans.stage import DistributedPlan
 from ..metrics.explain import format_seconds
-
-if TYPE_CHECKING:
-    from .dataframe import DistributedDataFrame
+from ..metrics.query_metrics import QueryMetrics
 
 NO_DATA = "No data to display"  # datafusion-python's words for an empty result
 SUMMARY_STYLE = "font-size: 0.85em; color: #555; margin-top: 4px;"
@@ -46,6 +45,19 @@ class Preview:
     seconds: float
     single_node: str = ""
 
+    @classmethod
+    def of(cls, table: pa.Table, rows: int, plan: DistributedPlan, metrics: QueryMetrics | None) -> Preview:
+        """The preview of `table`, the result of `plan` limited to `rows + 1` rows, whose run
+        measured `metrics` (None if it measured nothing)."""
+        return cls(
+            table=table.slice(0, rows),
+            has_more=table.num_rows > rows,
+            stages=len(plan.stages),
+            tasks=sum(stage.task_count for stage in plan.stages),
+            seconds=metrics.seconds if metrics is not None else 0.0,
+            single_node=plan.single_node,
+        )
+
     def summary(self) -> str:
         """One line: stages and tasks, the rows shown (and whether more were left out), the time."""
         if self.stages > 1 or self.tasks > 1:
@@ -63,31 +75,6 @@ class Preview:
 
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
-
-
-def preview(df: DistributedDataFrame, rows: int | None = None) -> Preview:
-    """Run `df` distributed for its first `rows` rows only (default: the formatter's `max_rows`).
-
-    It runs as `df`'s own execution (so `df.cancel()` stops it, and `df.metrics` then
-    describes it), with a limit of `rows + 1`."""
-    rows = get_formatter().max_rows if rows is None else rows
-    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
-        raise ValueError(f"rows to show must be a positive integer, not {rows!r}")
-    plan = df._dctx.distributed_plan(df.df.limit(rows + 1))
-    batches: list[pa.RecordBatch] = []
-    for batch in df._execute_plan(plan, on_restart=batches.clear):
-        batches.append(batch)
-    schema = batches[0].schema if batches else df.schema()
-    table = pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches], schema)
-    metrics = df.metrics
-    return Preview(
-        table=table.slice(0, rows),
-        has_more=table.num_rows > rows,
-        stages=len(plan.stages),
-        tasks=sum(stage.task_count for stage in plan.stages),
-        seconds=metrics.seconds if metrics is not None else 0.0,
-        single_node=plan.single_node,
-    )
 
 
 def render_text(shown: Preview) -> str:

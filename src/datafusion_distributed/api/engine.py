@@ -1,0 +1,232 @@
+"""The engine behind a DistributedContext: the user's session, the config, the workers and the
+services every run of the context shares. It plans a DataFrame's query (one config snapshot for
+the plan and its run) and starts the run.
+
+DistributedDataFrames hold the engine, not the context, so the context (which makes frames)
+and the frames (which run queries) never import each other."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from datafusion import DataFrame, SessionContext
+from datafusion.plan import LogicalPlan
+
+from ..clusters.embedded import EmbeddedCluster
+from ..coordinator.liveness import LivenessMonitor
+from ..coordinator.scheduler import QueryRun
+from ..coordinator.services import RunOptions, RunServices
+from ..distributed_planner.one_node import choose_plan
+from ..distributed_planner.planner import plan_query
+from ..errors import ContextClosed
+from ..events.chain import HandlerChain
+from ..execution_plans.object_stores import ObjectStores, S3Store, with_store
+from ..execution_plans.stage import DistributedPlan
+from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
+from ..protocol.flight import ClientPool, ClientSettings
+from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..runtime.session import SessionBuilder, task_session
+from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
+from ..work_unit_feed.service import FeedService
+from .config import DistributedConfig
+from .settings import changed_settings
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    """A query's distributed plan and the options its run takes from the same config."""
+
+    plan: DistributedPlan
+    options: RunOptions
+
+
+def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
+    """The feed service's middleware: the cluster's token, checked as workers check it."""
+    token = clients.settings.auth_token
+    return {"auth": TokenServerMiddlewareFactory(token)} if token else None
+
+
+class Engine:
+    """Plans and runs the queries of one DistributedContext (see the module's docstring); the
+    arguments are the context's."""
+
+    def __init__(
+        self,
+        ctx: SessionContext | None,
+        workers: Sequence[str] | WorkerResolver | None,
+        config: DistributedConfig | None,
+        session_builder: SessionBuilder | None,
+        handlers: HandlerChain,
+        progress: bool,
+    ) -> None:
+        self.handlers = handlers
+        self.progress = progress
+        self.ctx = ctx if ctx is not None else SessionContext()
+        self.config = config or DistributedConfig()
+        self.initial_config = self.config  # what RESET distributed.<name> returns to
+        self.config_lock = threading.Lock()
+        self.session_builder = session_builder
+        self._cluster: EmbeddedCluster | None = None
+        if workers is None:
+            self._cluster = EmbeddedCluster(
+                self.config.embedded_workers, session_builder, handlers=self.handlers.user
+            )
+            self.resolver: WorkerResolver = self._cluster
+        elif isinstance(workers, WorkerResolver):
+            self.resolver = workers
+        elif isinstance(workers, (list, tuple)):
+            self.resolver = StaticResolver(workers)
+        else:
+            raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
+        self.clients = ClientPool(
+            ClientSettings(
+                self.config.connect_timeout,
+                self.config.task_timeout,
+                # a cluster the library started knows its own token; otherwise the configured one
+                auth_token=getattr(self.resolver, "auth_token", None) or self.config.auth_token,
+                tls_root_certs=read_pem(self.config.tls_root_certs),
+                tls_client_cert=read_pem(self.config.tls_client_cert),
+                tls_client_key=read_pem(self.config.tls_client_key),
+            )
+        )
+        self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
+        # (key, planning session, the settings its tasks carry), made again when the key changes
+        self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
+        self._planning_lock = threading.Lock()
+        # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
+        # embedded cluster) alive until the garbage collector finds it
+        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
+        self._object_stores: ObjectStores = ()  # registered here: every task registers them too
+        self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
+        self._closed = False
+
+    def local_spools(self) -> tuple[str, ...]:
+        """Spools of workers on this host (a cluster the library started): read in place."""
+        root = getattr(self.resolver, "shared_spool_root", None)
+        return (root,) if root else ()
+
+    def exchange_compression(self, config: DistributedConfig | None = None) -> str | None:
+        """The codec of exchange files under `config` (by default the current one): with "auto",
+        none when they are read in place (no copy to save, and compressing costs CPU), lz4 when
+        they cross the network."""
+        config = config or self.config
+        if config.compression != "auto":
+            return config.compression
+        return None if self.local_spools() else "lz4"
+
+    def workers(self) -> list[str]:
+        """The URLs of the workers queries run on now, from the resolver.
+
+        Raises:
+            ContextClosed: the context was closed (every query asks for its workers first).
+        """
+        if self._closed:
+            raise ContextClosed()
+        urls = self.resolver.get_urls()
+        if not urls:
+            raise ValueError("the worker resolver returned no workers")
+        return urls
+
+    def planning_session(self, workers: int, config: DistributedConfig | None = None) -> SessionContext:
+        """A copy of the user's session, with the DataFusion settings a query on `workers`
+        workers is planned with (`PlannerConfig.datafusion_settings` of `config`, by default the
+        context's).
+
+        The copy shares the user's catalogs, tables and object stores and starts from their
+        current settings, so a `SET` of theirs applies, and changing its settings leaves the
+        user's context as it was; a plan made from a logical plan holds its UDFs itself.
+        (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
+        from a logical plan never looks tables up by name, so url tables change nothing here.)"""
+        return self._planning_state(workers, config or self.config)[0]
+
+    def _planning_state(self, workers: int, config: DistributedConfig) -> tuple[SessionContext, TaskSettings]:
+        """The planning session (see `planning_session`) and the user's settings its queries'
+        tasks carry (`travelling_settings`), both made again only when the user's settings (or
+        the cluster's size) changed: the copy and its SETs cost more than planning a small query."""
+        overrides = tuple(config.planner(workers).datafusion_settings().items())
+        key = (repr(self.ctx), overrides)  # the context's repr lists every setting
+        with self._planning_lock:
+            if self._planning is not None and self._planning[0] == key:
+                return self._planning[1], self._planning[2]
+        session = self.ctx.enable_url_table()
+        for name, value in overrides:
+            session.sql(f"SET {name} = {value}")
+        state = (session, travelling_settings(session))
+        with self._planning_lock:
+            self._planning = (key, *state)
+        return state
+
+    def use_config(self, config: DistributedConfig) -> None:
+        """Run the following queries with `config`: the planning and per-query settings are read
+        by each query; the deadlines the client pool and the liveness monitor hold are changed
+        there, for the calls and probes that start from now on."""
+        old, self.config = self.config, config
+        if (config.connect_timeout, config.task_timeout) != (old.connect_timeout, old.task_timeout):
+            self.clients.set_deadlines(config.connect_timeout, config.task_timeout)
+        if config.liveness_timeout != old.liveness_timeout:
+            self.liveness.set_timeout(config.liveness_timeout)
+
+    def add_object_store(self, store: S3Store) -> None:
+        """Send `store` with every task of the queries planned from now on."""
+        with self._planning_lock:
+            self._object_stores = with_store(self._object_stores, store)
+
+    @property
+    def object_stores(self) -> ObjectStores:
+        """The stores registered with `register_object_store`, sent with every task."""
+        return self._object_stores
+
+    def plan(self, df: DataFrame) -> PlannedQuery:
+        """Plan `df` for the current workers, in a copy of the user's session, and cut it into
+        stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`),
+        with the options of its run: one config for both, whatever a SET does meanwhile."""
+        config = self.config
+        workers = len(self.workers())
+        stores = self._object_stores
+
+        def cut(logical: LogicalPlan) -> DistributedPlan:
+            session, task_settings = self._planning_state(workers, config)
+            physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
+            plan = plan_query(
+                physical, session, config.planner(workers), self.handlers, logical.display_indent_schema()
+            )
+            return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
+
+        plan = choose_plan(df, self.ctx, cut, stores)
+        options = RunOptions(self.exchange_compression(config), config.task_attempts, config.query_timeout)
+        return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
+
+    def run(self, planned: PlannedQuery, handlers: HandlerChain) -> QueryRun:
+        """A run of `planned` on the current workers, its events going to `handlers`."""
+        services = RunServices(
+            self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools()
+        )
+        return QueryRun(planned.plan, self.workers(), services, planned.options, handlers)
+
+    def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
+        """The session the coordinator runs a head stage carrying `settings` (the user's
+        DataFusion settings, see `DistributedPlan.task_settings`) and object `stores` in: built
+        once, by the session hook if there is one, like a worker's, and copied with the settings
+        and stores (a hook that fails is tried again next query)."""
+        return self._head_sessions.session(settings, stores)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: queries then raise `ContextClosed`."""
+        return self._closed
+
+    def close(self) -> None:
+        """Stop the embedded cluster (if any) and close connections to workers; later queries
+        raise `ContextClosed`. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self.feeds.close()
+        self.clients.close()
+        if self._cluster is not None:
+            self._cluster.close()

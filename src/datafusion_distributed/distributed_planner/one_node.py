@@ -1,0 +1,112 @@
+"""Whether a query runs on one node, and why: decided from the structure of its plans.
+
+Some statements must never be planned twice (DataFusion acts on them while planning), some
+are over once planned, some writes cannot be staged, and a plan that did not travel must not
+read a work-unit feed. Everything else is cut into stages by `plan_query`; a plan it keeps on
+one node runs exactly what the user's own context would run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from datafusion import DataFrame, SessionContext
+from datafusion.expr import DmlStatement, EmptyRelation
+from datafusion.plan import LogicalPlan
+
+from ..codec.feed_scan import FEED_FILE_PREFIX
+from ..errors import QueryFailed
+from ..execution_plans.object_stores import ObjectStores, bucket_of
+from ..execution_plans.stage import DistributedPlan
+from .planner import single_node_plan
+
+ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
+
+RAN_WHEN_PLANNED = (
+    "DataFusion ran this statement (CREATE TABLE [AS], CREATE VIEW, DROP, ...) in the coordinator "
+    "when it was planned; nothing is left to run"
+)
+
+# DataFusion's write operations that insert rows: planned as plans of rows, and split into tasks
+INSERTS = ("Append", "Overwrite", "Replace")
+
+
+def ran_when_planned(logical: LogicalPlan) -> bool:
+    """Whether `logical` is what DataFusion leaves of a DDL statement it ran while planning it
+    (`SessionContext.sql` runs CREATE TABLE AS, CREATE VIEW, DROP, ... at once): an empty
+    relation producing no row, which no query of rows plans as."""
+    variant = logical.to_variant()
+    return isinstance(variant, EmptyRelation) and not variant.produce_one_row()
+
+
+def acts_when_planned(logical: LogicalPlan) -> bool:
+    """Whether planning `logical` changes data: a memory table's DELETE, UPDATE and TRUNCATE
+    happen in DataFusion's physical planner, so the query may be planned once only."""
+    variant = logical.to_variant()
+    if not isinstance(variant, DmlStatement):
+        return False
+    op = variant.op()  # a WriteOp, an enum datafusion.expr does not export
+    return op not in [getattr(type(op), name) for name in INSERTS]
+
+
+def unstaged_write(plan: DistributedPlan, stores: ObjectStores) -> str:
+    """Why the write `plan` splits over tasks cannot be staged and committed ("" if it can):
+    a write into a bucket needs its S3Store, to reach the bucket from the coordinator."""
+    bucket = bucket_of(plan.write.destination) if plan.write is not None else None
+    if bucket is None or any(store.bucket == bucket for store in stores):
+        return ""
+    return (
+        f"DataSinkExec writes to s3://{bucket}, whose store was not registered with "
+        "DistributedContext.register_object_store (an S3Store): written from one node"
+    )
+
+
+def check_feed_reads(plan: DistributedPlan) -> None:
+    """Refuse a plan that would read a work-unit feed's table from DataFusion's own plan: its
+    units are read only by plans that travel as bytes, so it would read no row."""
+    shown = plan.physical.display_indent() if plan.in_memory else ""
+    if FEED_FILE_PREFIX in shown.split("\n", 1)[0] and shown.startswith("DataSinkExec"):
+        raise QueryFailed(
+            "a work-unit feed table cannot be written to (INSERT INTO): its rows are its units', "
+            "read when a query runs"
+        )
+    if FEED_FILE_PREFIX in shown:
+        raise QueryFailed(
+            "the query reads a work-unit feed table but must run on one node from DataFusion's "
+            f"own plan ({plan.single_node or plan.final.reason}); a feed's units are read only "
+            "by plans that travel as bytes, so it would read no row"
+        )
+
+
+def choose_plan(
+    df: DataFrame,
+    ctx: SessionContext,
+    cut: Callable[[LogicalPlan], DistributedPlan],
+    stores: ObjectStores,
+) -> DistributedPlan:
+    """The plan `df` (a DataFrame of the user's context `ctx`) runs as: `cut(logical plan)`, the
+    plan cut into stages, unless the query must stay on one node; then DataFusion's own plan
+    of it in `ctx`, with the reason."""
+    logical = df.logical_plan()
+    try:
+        if acts_when_planned(logical):
+            plan = single_node_plan(df.execution_plan(), ctx, ACTS_WHEN_PLANNED)
+        elif ran_when_planned(logical):
+            plan = single_node_plan(df.execution_plan(), ctx, RAN_WHEN_PLANNED)
+        else:
+            plan = cut(logical)
+            unstaged = unstaged_write(plan, stores)
+            if unstaged:
+                plan = single_node_plan(df.execution_plan(), ctx, unstaged)
+            elif plan.feeds and plan.in_memory:
+                # one task, run here; from its bytes, so that it reads the feed's units
+                plan = dataclasses.replace(plan, physical=None, session=None)
+            elif plan.in_memory:
+                # Run exactly what the user's own context runs: planned with their settings
+                # (partitions, memory limit), showing their information_schema.
+                plan = single_node_plan(df.execution_plan(), ctx, plan.single_node, plan.final.reason)
+    except Exception as exc:  # DataFusion raises plain Exception
+        raise QueryFailed.of(exc) from exc
+    check_feed_reads(plan)
+    return plan
