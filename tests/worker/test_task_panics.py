@@ -108,7 +108,7 @@ def test_any_other_base_exception_is_a_worker_error_naming_the_task(cluster, pla
     def raises(*args, **kwargs):
         raise NotAnException("a library's own BaseException")
 
-    monkeypatch.setattr("datafusion_distributed.worker.flight_worker.prepare_task_plan", raises)
+    monkeypatch.setattr("datafusion_distributed.worker.flight_worker.run_task", raises)
     error, raw = _run_task(cluster, plan_bytes)
     _assert_named_without_traceback(error, raw, cluster, "a library's own BaseException")
 
@@ -132,7 +132,7 @@ def test_a_panic_in_the_head_stage_is_a_query_failure_naming_the_stage(
     def panics(*args, **kwargs):
         raise panic_type("a panic in the final stage")
 
-    monkeypatch.setattr("datafusion_distributed.coordinator.head.prepare_task_plan", panics)
+    monkeypatch.setattr("datafusion_distributed.coordinator.head.run_task", panics)
     for part in range(4):
         pq.write_table(
             pa.table({"k": list(range(part * 100, part * 100 + 100))}), tmp_path / f"p{part}.parquet"

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
-from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import ScannedFile
@@ -41,8 +40,8 @@ from ..protocol.fetch import fetch_input, readable_in_place
 from ..protocol.flight import LocalWriteError, lost_worker
 from ..protocol.messages import FileLocation, Ticket
 from ..runtime.inputs import ResolvedInput, resolve_inputs
+from ..runtime.run import run_task
 from ..runtime.streaming import stream_partitions
-from ..runtime.task_plan import prepare_task_plan
 from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
 from .gather import read_file, restore_names
 from .run_state import RunState
@@ -69,9 +68,10 @@ class HeadStage:
         resolved, recorder = self._inputs(task)
         ctx = run.head_session(run.plan.task_settings, run.plan.object_stores)
         try:
-            leaves = self._read_feeds(task.index)
-            plan = prepare_task_plan(ctx, task.plan, resolved, leaves)
-            yield from self._run_here(ctx, plan, recorder)
+            ran = run_task(
+                ctx, task.plan, resolved, self._read_feeds(task.index), check=run.cancel_scope.check
+            )
+            yield from self._run_here(ran.batches, ran.plan, recorder)
         except (QueryFailed, QueryCancelled):
             raise
         except BaseException as exc:  # a panic inside DataFusion fails the query like any error
@@ -109,7 +109,8 @@ class HeadStage:
         planned in: no bytes, no worker."""
         plan = self.run.plan
         self.run.events.stage_started(plan.final.id, [COORDINATOR])
-        yield from self._run_here(plan.session, plan.physical, TaskRecorder(COORDINATOR, ()))
+        batches = stream_partitions(plan.session, plan.physical, check=self.run.cancel_scope.check)
+        yield from self._run_here(batches, plan.physical, TaskRecorder(COORDINATOR, ()))
 
     def gather(self, on_restart: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
         """Stream a multi-task final stage's outputs from the workers that hold them (read from
@@ -221,12 +222,13 @@ class HeadStage:
             return self._scratch
 
     def _run_here(
-        self, ctx: SessionContext, physical: ExecutionPlan, recorder: TaskRecorder
+        self, batches: Iterator[pa.RecordBatch], physical: ExecutionPlan, recorder: TaskRecorder
     ) -> Iterator[pa.RecordBatch]:
+        """Stream `batches`, the result of `physical` run here, then report what it measured."""
         run = self.run
         rows = 0
         try:
-            for batch in stream_partitions(ctx, physical, check=run.cancel_scope.check):
+            for batch in batches:
                 rows += batch.num_rows
                 yield batch
         finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pyarrow as pa
+from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..coordinator.gather import read_outputs
@@ -20,10 +21,9 @@ from ..distributed_planner.planner import single_task
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..runtime.inputs import ResolvedInput, local_file
 from ..runtime.outputs import TaskOutput, write_task_outputs
+from ..runtime.run import OutputFiles, run_task
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions
-from ..runtime.streaming import stream_partitions
-from ..runtime.task_plan import prepare_task_plan
 
 
 class LocalStageRunner:
@@ -44,6 +44,22 @@ class LocalStageRunner:
             resolved.append(ResolvedInput(inp.where, groups, exchange_schema(produced)))
         return resolved
 
+    def _write_stage(
+        self, ctx: SessionContext, stage: Stage, outputs: dict[int, list[TaskOutput]], scratch: str
+    ) -> list[TaskOutput]:
+        """Run every task of `stage`, one after another, writing their outputs under `scratch`."""
+        written = []
+        for task in self._tasks(stage, outputs):
+            folder = os.path.join(scratch, f"stage-{stage.id}", f"task-{task.index}")
+            ran = run_task(
+                ctx,
+                task.plan,
+                self._resolved(stage, task, outputs),
+                write_to=OutputFiles(folder, self._compression),
+            )
+            written.append(ran.output)
+        return written
+
     def execute(self, plan: DistributedPlan) -> Iterator[pa.RecordBatch]:
         """Yield the query's result batches; scratch files are removed when done."""
         scratch = tempfile.mkdtemp(prefix="datafusion-distributed-local-")
@@ -57,31 +73,13 @@ class LocalStageRunner:
                 folder = os.path.join(scratch, f"table-{table.id}")
                 outputs[table.id] = [write_task_outputs(ctx, scan, folder, self._compression)]
             for stage in plan.stages[:-1]:
-                outputs[stage.id] = [
-                    write_task_outputs(
-                        ctx,
-                        prepare_task_plan(ctx, task.plan, self._resolved(stage, task, outputs)),
-                        os.path.join(scratch, f"stage-{stage.id}", f"task-{task.index}"),
-                        self._compression,
-                    )
-                    for task in self._tasks(stage, outputs)
-                ]
+                outputs[stage.id] = self._write_stage(ctx, stage, outputs, scratch)
             final = plan.final
             tasks = self._tasks(final, outputs)
             if len(tasks) == 1:
-                physical = prepare_task_plan(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs))
-                yield from stream_partitions(ctx, physical)
+                yield from run_task(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs)).batches
             else:
-                written = [
-                    write_task_outputs(
-                        ctx,
-                        prepare_task_plan(ctx, task.plan, self._resolved(final, task, outputs)),
-                        os.path.join(scratch, f"stage-{final.id}", f"task-{task.index}"),
-                        self._compression,
-                    )
-                    for task in tasks
-                ]
-                yield from read_outputs(written)
+                yield from read_outputs(self._write_stage(ctx, final, outputs, scratch))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -43,10 +43,10 @@ from ..protocol.messages import (
     encode,
 )
 from ..runtime.inputs import resolve_inputs
-from ..runtime.outputs import write_partition_file, write_task_outputs
+from ..runtime.outputs import write_partition_file
+from ..runtime.run import OutputFiles, run_task
 from ..runtime.session import SessionBuilder, accepts_runtime, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings
-from ..runtime.task_plan import prepare_task_plan
 from ..work_unit_feed.client import RemoteUnits
 from ..work_unit_feed.reading import FeedRounds, FeedToRead, read_feeds
 from .cancellation import Cancellations
@@ -340,8 +340,7 @@ class FlightWorker(flight.FlightServerBase):
             )
             ctx = self._task_session(message.settings, message.object_stores)
 
-            def build(leaves: list[tuple[bytes, bytes]]) -> ExecutionPlan:
-                plan = prepare_task_plan(ctx, message.plan, inputs, leaves)
+            def rewrite(plan: ExecutionPlan) -> ExecutionPlan:
                 return self._handlers.rewrite_plan(
                     PlanRewriteRequest(
                         message.query_id,
@@ -356,24 +355,34 @@ class FlightWorker(flight.FlightServerBase):
 
             feeds = self._feeds_to_read(message, sources)
             check = functools.partial(self._cancelled.check, query_id)
+            leaves: list[tuple[bytes, bytes]] = []
             rounds = None
             if len(feeds) == 1 and message.feeds[0].rounds:
-                rounds = FeedRounds(feeds[0], check, lambda marker, leaf: build([(marker, leaf)]))
-                plan = rounds.plan(0)
+
+                def rounds(build):
+                    return FeedRounds(feeds[0], check, lambda marker, leaf: build([(marker, leaf)]))
             else:
                 folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
                 charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
-                plan = build([(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)])
-            output = write_task_outputs(
+                leaves = [(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)]
+            ran = run_task(
                 ctx,
-                plan,
-                self.spool.task_dir(message.query_id, message.stage, message.task),
-                message.compression,
-                path_for=lambda p: self.spool.output_path(message.query_id, message.stage, message.task, p),
-                cancelled=cancelled,
-                on_write=functools.partial(self.spool.charge, query_id),
+                message.plan,
+                inputs,
+                leaves,
+                rewrite=rewrite,
                 rounds=rounds,
+                write_to=OutputFiles(
+                    self.spool.task_dir(message.query_id, message.stage, message.task),
+                    message.compression,
+                    path_for=lambda p: self.spool.output_path(
+                        message.query_id, message.stage, message.task, p
+                    ),
+                    cancelled=cancelled,
+                    on_write=functools.partial(self.spool.charge, query_id),
+                ),
             )
+            output = ran.output
             return TaskResult(
                 partitions=tuple(
                     PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
@@ -381,7 +390,9 @@ class FlightWorker(flight.FlightServerBase):
                 schema=output.schema,
                 seconds=time.perf_counter() - started,
                 fetched_bytes=fetched,
-                metrics=recorder.finish(plan) if rounds is None else recorder.finish(metrics=rounds.metrics),
+                metrics=recorder.finish(ran.plan)
+                if ran.rounds is None
+                else recorder.finish(metrics=ran.rounds.metrics),
             )
         except BaseException as exc:  # a panic inside DataFusion fails the task like any error
             if not is_failure(exc):
