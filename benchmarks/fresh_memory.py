@@ -36,7 +36,7 @@ def run_child(args: argparse.Namespace) -> None:
     from datafusion import SessionConfig, SessionContext
 
     from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
-    from datafusion_distributed.coordinator.settings import parse_value
+    from datafusion_distributed.api.settings import parse_value
     from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
     data = tpch_data(args.sf, parts=args.parts)

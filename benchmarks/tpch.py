@@ -52,7 +52,7 @@ import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
-from datafusion_distributed.coordinator.settings import parse_value
+from datafusion_distributed.api.settings import parse_value
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
 
