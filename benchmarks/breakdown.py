@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from common import add_common_args, query_numbers, timed
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
@@ -182,11 +183,7 @@ def print_breakdown(n: int, where: str, runs: list[RunBreakdown], single: list[f
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", type=float, default=1.0)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--partitions-per-task", type=int, default=1)
-    p.add_argument("--queries", default="18,21,9")
-    p.add_argument("--iterations", type=int, default=3)
+    add_common_args(p, sf=1.0, workers=2, partitions_per_task=1, queries="18,21,9", iterations=3)
     p.add_argument(
         "--embedded", action="store_true", help="the in-process cluster instead of worker processes"
     )
@@ -206,15 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     where = "embedded" if args.embedded else f"{args.workers} worker processes"
     try:
         with DistributedContext(ctx, cluster, config=config, handlers=[recorder]) as dctx:
-            for n in (int(q) for q in args.queries.split(",")):
+            for n in query_numbers(args.queries):
                 sql = tpch_query(n)
                 expected = single.sql(sql).to_arrow_table()
                 assert_tables_equal(dctx.sql(sql).to_arrow_table(), expected, sql=sql)  # warm-up
                 runs, single_times = [], []
                 for _ in range(args.iterations):
-                    start = time.perf_counter()
-                    single.sql(sql).to_arrow_table()
-                    single_times.append(time.perf_counter() - start)
+                    seconds, _ = timed(lambda sql=sql: single.sql(sql).to_arrow_table())
+                    single_times.append(seconds)
                     df = dctx.sql(sql)
                     called = time.time()
                     actual = df.to_arrow_table()

@@ -14,13 +14,13 @@ medians are printed with the stage counts of both plans.
 from __future__ import annotations
 
 import argparse
-import time
 
+from common import add_common_args, query_numbers, timed
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
+from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
 DATAFUSION_DEFAULTS = (131072, 1024 * 1024)
 
@@ -29,9 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sf", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    add_common_args(parser, sf=1.0, workers=2, queries="", iterations=3)
     parser.add_argument(
         "--rows", type=int, help="per-copy row threshold (default: the config's for --workers)"
     )
@@ -43,12 +41,11 @@ def main() -> None:
         default=",".join(map(str, DATAFUSION_DEFAULTS)),
         help="ROWS,BYTES thresholds to compare against (default DataFusion's)",
     )
-    parser.add_argument("--iterations", type=int, default=3)
     args = parser.parse_args()
     default_rows, default_bytes = DistributedConfig().planner(args.workers).broadcast_thresholds()
     args.rows = args.rows if args.rows is not None else default_rows
     args.bytes = args.bytes if args.bytes is not None else default_bytes
-    queries = [int(q) for q in args.queries.split(",")] if args.queries else list(TPCH_QUERY_NUMBERS)
+    queries = query_numbers(args.queries)
     path = tpch_data(args.sf)
     single = SessionContext(SessionConfig().with_target_partitions(args.workers))
     register_tpch(single, path)
@@ -73,13 +70,11 @@ def main() -> None:
             expected = single.sql(sql).to_arrow_table()
             times: dict[str, list[float]] = {name: [] for name in totals}
             for _ in range(args.iterations):
-                started = time.perf_counter()
-                single.sql(sql).to_arrow_table()
-                times["single"].append(time.perf_counter() - started)
+                seconds, _ = timed(lambda sql=sql: single.sql(sql).to_arrow_table())
+                times["single"].append(seconds)
                 for name, dctx in contexts.items():
-                    started = time.perf_counter()
-                    got = dctx.sql(sql).to_arrow_table()
-                    times[name].append(time.perf_counter() - started)
+                    seconds, got = timed(lambda dctx=dctx, sql=sql: dctx.sql(sql).to_arrow_table())
+                    times[name].append(seconds)
                     assert_tables_equal(got, expected, sql=sql)
             medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
             for name, value in medians.items():

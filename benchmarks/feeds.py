@@ -31,6 +31,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import add_common_args, timed
 from datafusion import SessionConfig, SessionContext, udf
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
@@ -43,12 +44,6 @@ FILE_QUERIES = {
     "scan": "SELECT l_returnflag, count(*) AS n, sum(l_extendedprice) AS s, max(l_comment) AS c "
     "FROM lineitem GROUP BY l_returnflag",
 }
-
-
-def timed(run) -> tuple[float, object]:
-    started = time.perf_counter()
-    result = run()
-    return time.perf_counter() - started, result
 
 
 def row_groups(paths: list[str]) -> list[tuple[str, int]]:
@@ -184,10 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sf", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--partitions-per-task", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=3)
+    add_common_args(parser, sf=1.0, workers=2, partitions_per_task=2, iterations=3)
     parser.add_argument("--units", type=int, default=40)
     parser.add_argument("--unit-seconds", type=float, default=0.05)
     parser.add_argument("--only", choices=["files", "balance"])

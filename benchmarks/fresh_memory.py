@@ -22,13 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import add_common_args, add_output_arg, peak_rss_mb, query_numbers, rss_mb, write_json
+
 SIDES = ("single", "embedded", "local")
-
-
-def vm_hwm_mb(pid: int | str = "self") -> float:
-    """A process's peak resident memory, in MB."""
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 
 
 def run_child(args: argparse.Namespace) -> None:
@@ -52,7 +48,7 @@ def run_child(args: argparse.Namespace) -> None:
         ctx = SessionContext(SessionConfig().with_target_partitions(partitions))
         register_tpch(ctx, data)
         rows = ctx.sql(sql).to_arrow_table().num_rows
-        peak = vm_hwm_mb()
+        peak = rss_mb()
     else:
         ctx = SessionContext()
         register_tpch(ctx, data)
@@ -60,8 +56,7 @@ def run_child(args: argparse.Namespace) -> None:
         try:
             with DistributedContext(ctx, workers=cluster, config=config) as dctx:
                 rows = dctx.sql(sql).to_arrow_table().num_rows
-                workers = [vm_hwm_mb(p.pid) for p in cluster.processes] if cluster else []
-                peak = vm_hwm_mb() + sum(workers)
+                peak = peak_rss_mb([p.pid for p in cluster.processes] if cluster else [])
         finally:
             if cluster is not None:
                 cluster.close()
@@ -99,11 +94,7 @@ def measure(args: argparse.Namespace, query: int, side: str) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=4)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--partitions-per-task", type=int, default=1)
-    p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    add_common_args(p, sf=1.0, parts=4, workers=2, partitions_per_task=1, queries="")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
     p.add_argument(
@@ -113,7 +104,7 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a DistributedConfig setting of the distributed sides (repeatable)",
     )
-    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    add_output_arg(p)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--query", type=int, help=argparse.SUPPRESS)
@@ -123,7 +114,7 @@ def main() -> None:
         return
     if not os.path.exists("/proc/self/status"):
         raise SystemExit("fresh_memory.py reads /proc: Linux only")
-    queries = [int(q) for q in args.queries.split(",") if q] or list(range(1, 23))
+    queries = query_numbers(args.queries)
     sides = [s for s in args.sides.split(",") if s]
     if not sides or any(s not in SIDES for s in sides):
         raise SystemExit(f"--sides: choose among {', '.join(SIDES)}")
@@ -156,9 +147,7 @@ def main() -> None:
     ]
     print(f"{'max':>5} " + " ".join(f"{c:>18}" for c in cells))
     if args.output:
-        Path(args.output).write_text(
-            json.dumps({"sf": args.sf, "workers": args.workers, "queries": results}, indent=1)
-        )
+        write_json(Path(args.output), {"sf": args.sf, "workers": args.workers, "queries": results})
 
 
 if __name__ == "__main__":

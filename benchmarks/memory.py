@@ -23,21 +23,13 @@ import multiprocessing
 import os
 import time
 
+from common import add_common_args, rss_mb
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.runtime.session import memory_limited_runtime
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
-
-
-def rss_mb(pid: int, field: str = "VmHWM") -> float:
-    """A process's peak (VmHWM) or current (VmRSS) resident set, from /proc."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc status")
 
 
 def run(args: argparse.Namespace, sql: str, limit_mb: int | None) -> dict:
@@ -84,11 +76,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sf", type=float, default=1.0)
+    add_common_args(parser, sf=1.0, workers=2, partitions_per_task=1)
     parser.add_argument("--query", type=int, default=18)
     parser.add_argument("--sql", help="run this query (over the TPC-H tables) instead of --query")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--partitions-per-task", type=int, default=1)
     parser.add_argument("--memory-limit-mb", type=int, default=256)
     args = parser.parse_args()
     sql = args.sql or tpch_query(args.query)

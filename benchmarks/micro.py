@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
 import shutil
 import statistics
@@ -27,10 +25,10 @@ import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import add_common_args, add_output_arg, result_path, utc_timestamp, write_json
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
@@ -40,7 +38,6 @@ from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
 from datafusion_distributed.protocol.messages import RunTask, Ticket
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GB = 1e9
 
 
@@ -314,23 +311,21 @@ BENCHES = {
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=sorted(BENCHES), action="append", help="run only these (repeatable)")
-    p.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor for exchange/planning (1)")
+    add_common_args(p, helps={"sf": "TPC-H scale factor for exchange/planning"}, sf=1.0)
     p.add_argument("--runs", type=int, default=50, help="runs per trivial query (50)")
     p.add_argument("--exchange-runs", type=int, default=3, help="runs per exchange measurement (3)")
     p.add_argument("--plan-runs", type=int, default=20, help="runs per planning measurement (20)")
     p.add_argument("--no-processes", action="store_true", help="fixed cost: skip the worker-process cluster")
-    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    add_output_arg(p)
     args = p.parse_args(argv)
-    result: dict = {"meta": {"timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}}
+    result: dict = {"meta": {"timestamp": utc_timestamp()}}
     for name in args.only or list(BENCHES):
         run, show = BENCHES[name]
         result[name] = run(args)
         show(result[name])
         print(flush=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.output) if args.output else RESULTS_DIR / f"micro-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = result_path(args.output, "micro")
+    write_json(out, result)
     print(f"wrote {out}")
     return 0
 

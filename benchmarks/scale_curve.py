@@ -15,39 +15,24 @@ it is printed as a Markdown table.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+from common import add_common_args, add_output_arg, result_path, scale_factors, write_json
+
 TPCH = Path(__file__).resolve().parent / "tpch.py"
 SINGLE = "single"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", default="1,3", help="comma-separated scale factors (default 1,3)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    p.add_argument("--iterations", type=int, default=3, help="timed runs of each query (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
-    p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    add_common_args(p, sf="1,3", workers=2, iterations=3, warmup=1, queries="")
     p.add_argument("--embedded", action="store_true", help="also run over the in-process cluster")
     p.add_argument("--memory", action="store_true", help="record peak resident memory (Linux)")
-    p.add_argument("--output", metavar="FILE.json", help="where to write the curve's JSON")
+    add_output_arg(p, "the curve's JSON")
     return p.parse_args(argv)
-
-
-def scale_factors(spec: str) -> list[float]:
-    """`1,3,10` as numbers; a scale factor must be positive."""
-    try:
-        values = [float(s) for s in spec.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"--sf takes comma-separated numbers, got {spec!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise SystemExit(f"--sf takes positive scale factors, got {spec!r}")
-    return values
 
 
 def run_suite(args: argparse.Namespace, sf: float, output: Path) -> dict:
@@ -125,8 +110,7 @@ def print_curve(curve: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.output) if args.output else RESULTS_DIR / f"scale-curve-w{args.workers}-{stamp}.json"
+    out = result_path(args.output, f"scale-curve-w{args.workers}")
     out.parent.mkdir(parents=True, exist_ok=True)
     curve: dict = {
         "workers": args.workers,
@@ -137,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for sf in scale_factors(args.sf):
         result = run_suite(args, sf, out.with_name(f"{out.stem}-sf{sf:g}.json"))
         curve["points"][f"{sf:g}"] = point(result)
-        out.write_text(json.dumps(curve, indent=2) + "\n")  # kept as it grows: SF 10 takes long
+        write_json(out, curve)  # kept as it grows: SF 10 takes long
     print()
     print_curve(curve)
     print(f"\nwrote {out}")

@@ -38,7 +38,6 @@ the end, also on Ctrl-C, SIGTERM or SIGHUP. Results are written as JSON to
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import platform
@@ -53,9 +52,18 @@ from pathlib import Path
 
 import datafusion
 import pyarrow as pa
+from common import (
+    add_common_args,
+    add_output_arg,
+    best_and_median,
+    git_commit,
+    query_numbers,
+    result_path,
+    utc_timestamp,
+    write_json,
+)
 from datafusion import SessionConfig, SessionContext
 from netsim import NamespaceCluster, NetworkSetting, namespaces_available, remove_leftovers
-from tpch import RESULTS_DIR, git_commit, query_numbers
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
@@ -67,15 +75,20 @@ SINGLE, SHARED, LOOPBACK = "single", "shared", "loopback"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; `networks` becomes a list of NetworkSetting."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    p.add_argument("--parts", type=int, default=4, help="Parquet files per table (default 4)")
-    p.add_argument("--workers", type=int, default=3, help="worker processes per cluster (default 3)")
-    p.add_argument("--partitions-per-task", type=int, default=1, help="partitions per task (default 1)")
-    p.add_argument(
-        "--iterations", type=int, default=3, help="timed runs of each query on each side (default 3)"
+    add_common_args(
+        p,
+        helps={
+            "workers": "worker processes per cluster",
+            "iterations": "timed runs of each query on each side",
+        },
+        sf=1.0,
+        parts=4,
+        workers=3,
+        partitions_per_task=1,
+        iterations=3,
+        warmup=1,
+        queries="",
     )
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
-    p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
     p.add_argument(
         "--networks",
         default="unlimited,1gbit/1ms,100mbit/5ms",
@@ -89,7 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "lz4", "zstd", "none"],
         help="exchange codec of every distributed side (default auto: none for shared, lz4 for the others)",
     )
-    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    add_output_arg(p)
     p.add_argument("--report", metavar="FILE.json", help="print the tables of an earlier result, run nothing")
     args = p.parse_args(argv)
     if args.iterations < 1 or args.warmup < 0 or args.workers < 1:
@@ -119,9 +132,7 @@ class Runs:
     def summary(self) -> dict:
         """Median and best seconds, and the bytes."""
         return {
-            "median": statistics.median(self.seconds) if self.seconds else None,
-            "best": min(self.seconds) if self.seconds else None,
-            "runs": self.seconds,
+            **best_and_median(self.seconds),
             "read_bytes": self.read_bytes,
             "fetched_bytes": self.fetched_bytes,
             "stages": self.stages,
@@ -223,9 +234,8 @@ def run(args: argparse.Namespace) -> int:
     result = build_result(args, sides, runs, errors, simulate, why_not)
     print()
     print_tables(result)
-    out = Path(args.output) if args.output else default_output(args)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = result_path(args.output, f"shared-nothing-sf{args.sf:g}-w{args.workers}")
+    write_json(out, result)
     print(f"\nwrote {out}")
     if errors:
         print(f"\n{len(errors)} query(ies) failed or gave a different answer: {sorted(errors)}")
@@ -260,7 +270,7 @@ def build_result(
     totals["queries"] = len(ok)
     result = {
         "meta": {
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": utc_timestamp(),
             "commit": git_commit(),
             "scale_factor": args.sf,
             "parts": args.parts,
@@ -365,11 +375,6 @@ def print_tables(result: dict) -> None:
     )
     print(" fetched: the part that crossed the network; fetched / rate: seconds those bytes take at the")
     print(" rate over one link, and over every worker's link at once)")
-
-
-def default_output(args: argparse.Namespace) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return RESULTS_DIR / f"shared-nothing-sf{args.sf:g}-w{args.workers}-{stamp}.json"
 
 
 def _stop_by_signal(signum: int, frame) -> None:

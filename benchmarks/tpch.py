@@ -35,28 +35,34 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
-import time
 import traceback
 from pathlib import Path
 
 import datafusion
 import pyarrow as pa
+from common import (
+    add_common_args,
+    add_output_arg,
+    best_and_median,
+    git_commit,
+    query_numbers,
+    result_path,
+    timed_with_usage,
+    utc_timestamp,
+    write_json,
+)
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.api.settings import parse_value
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_data, tpch_query
+from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SINGLE = "single"
 DISTRIBUTED = "distributed"
 EMBEDDED = "embedded"
@@ -64,13 +70,7 @@ EMBEDDED = "embedded"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    p.add_argument("--parts", type=int, default=4, help="Parquet files per table (default 4)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    p.add_argument("--partitions-per-task", type=int, default=1, help="partitions per task (default 1)")
-    p.add_argument("--iterations", type=int, default=3, help="timed runs of each query (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each query first (default 1)")
-    p.add_argument("--queries", default="", help="comma-separated query numbers (default: all 22)")
+    add_common_args(p, sf=1.0, parts=4, workers=2, partitions_per_task=1, iterations=3, warmup=1, queries="")
     p.add_argument(
         "--compression",
         default="auto",
@@ -89,37 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--memory", action="store_true", help="record each side's peak resident memory per query (Linux)"
     )
     p.add_argument("--compare", metavar="OLD.json", help="print the change against an earlier result")
-    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    add_output_arg(p)
     return p.parse_args(argv)
-
-
-def query_numbers(spec: str) -> list[int]:
-    if not spec.strip():
-        return list(TPCH_QUERY_NUMBERS)
-    numbers = [int(s.removeprefix("q")) for s in spec.split(",") if s.strip()]
-    bad = [n for n in numbers if n not in TPCH_QUERY_NUMBERS]
-    if bad:
-        raise SystemExit(f"no such TPC-H queries: {bad}")
-    return numbers
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of another process so far (Linux /proc), None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pids: list[int]) -> float | None:
-    """CPU seconds of this process and of `pids` so far; None if any is unknown."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    others = [process_cpu_seconds(pid) for pid in pids]
-    if any(o is None for o in others):
-        return None
-    return usage.ru_utime + usage.ru_stime + sum(others)
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
@@ -137,61 +108,13 @@ def parse_variant(spec: str) -> tuple[str, dict]:
     return name, values
 
 
-def reset_peak_rss(pids: list[int]) -> None:
-    """Reset the resident-memory high-water mark (VmHWM) of this process and of `pids`."""
-    for pid in ["self", *pids]:
-        with open(f"/proc/{pid}/clear_refs", "w") as clear:
-            clear.write("5")
-
-
-def peak_rss_mb(pids: list[int]) -> float:
-    """This process's peak resident memory plus that of `pids`, in MB, since the last reset."""
-    total = 0
-    for pid in ["self", *pids]:
-        with open(f"/proc/{pid}/status") as status:
-            total += next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    return total / 1024
-
-
-def timed(run, pids: list[int], memory: bool = False) -> tuple[float, float | None, float | None, pa.Table]:
-    """Wall seconds, CPU seconds (this process and `pids`), peak resident MB of this process
-    and `pids` together (with `memory`, else None) and the table of `run()`."""
-    if memory:
-        reset_peak_rss(pids)
-    cpu_start = cpu_seconds(pids)
-    start = time.perf_counter()
-    table = run()
-    seconds = time.perf_counter() - start
-    cpu_end = cpu_seconds(pids)
-    cpu = None if cpu_start is None or cpu_end is None else cpu_end - cpu_start
-    return seconds, cpu, peak_rss_mb(pids) if memory else None, table
-
-
-def git_commit() -> str | None:
-    """The checked-out commit, with "-dirty" when tracked files have changed."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent, check=True
-        ).stdout.strip()
-
-    try:
-        return git("rev-parse", "--short", "HEAD") + (
-            "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def summary(times: list[float], cpus: list[float | None], peaks: list[float | None]) -> dict:
     if not times:
         return {"best": None, "median": None, "runs": [], "cpu_median": None, "cpu_runs": [], "peak_mb": None}
     known = [c for c in cpus if c is not None]
     measured = [m for m in peaks if m is not None]
     return {
-        "best": min(times),
-        "median": statistics.median(times),
-        "runs": times,
+        **best_and_median(times),
         "cpu_median": statistics.median(known) if len(known) == len(cpus) else None,
         "cpu_runs": cpus,
         "peak_mb": max(measured) if measured else None,
@@ -265,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
                     order = modes if i % 2 == 0 else modes[::-1]
                     answers = {}
                     for mode in order:
-                        seconds, cpu, peak, answers[mode] = timed(
+                        seconds, cpu, peak, answers[mode] = timed_with_usage(
                             lambda m=mode, s=sql: runners[m](s), pids[mode], args.memory
                         )
                         if i >= args.warmup:
@@ -291,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = {
         "meta": {
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": utc_timestamp(),
             "commit": git_commit(),
             "scale_factor": args.sf,
             "parts": args.parts,
@@ -322,9 +245,8 @@ def run(args: argparse.Namespace) -> int:
     result["totals"] = totals(result, modes)
     print()
     print_table(result, modes)
-    out = Path(args.output) if args.output else default_output(args)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = result_path(args.output, f"tpch-sf{args.sf:g}-w{args.workers}-p{args.partitions_per_task}")
+    write_json(out, result)
     print(f"\nwrote {out}")
     if args.compare:
         print()
@@ -335,12 +257,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  q{n:02d}: {e.splitlines()[0][:300]}")
         return 1
     return 0
-
-
-def default_output(args: argparse.Namespace) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = f"tpch-sf{args.sf:g}-w{args.workers}-p{args.partitions_per_task}-{stamp}.json"
-    return RESULTS_DIR / name
 
 
 def totals(result: dict, modes: list[str]) -> dict:

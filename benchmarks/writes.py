@@ -27,8 +27,6 @@ Time is best of ``--iterations``; CPU seconds count this process and the worker 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import multiprocessing
 import os
 import platform
@@ -41,9 +39,19 @@ from pathlib import Path
 
 import datafusion
 import pyarrow as pa
+from common import (
+    add_common_args,
+    add_output_arg,
+    cpu_seconds,
+    git_commit,
+    reset_peak_rss,
+    result_path,
+    rss_mb,
+    scale_factors,
+    utc_timestamp,
+    write_json,
+)
 from datafusion import SessionConfig, SessionContext
-from memory import rss_mb
-from tpch import RESULTS_DIR, cpu_seconds, git_commit
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data
@@ -61,9 +69,16 @@ WRITES = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", default="0.1,1", help="comma-separated TPC-H scale factors (default 0.1,1)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes / embedded workers (default 2)")
-    p.add_argument("--iterations", type=int, default=3, help="runs of each write on each side (default 3)")
+    add_common_args(
+        p,
+        helps={
+            "workers": "worker processes / embedded workers",
+            "iterations": "runs of each write on each side",
+        },
+        sf="0.1,1",
+        workers=2,
+        iterations=3,
+    )
     p.add_argument(
         "--bytes-per-partition",
         type=int,
@@ -71,22 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="scanned bytes per partition (default 4 MiB, so SF 0.1 splits over the workers as SF 1 does)",
     )
     p.add_argument("--scratch", help="folder the writes go to (default: the system's temporary folder)")
-    p.add_argument("--output", metavar="FILE.json", help="where to write the result JSON")
+    add_output_arg(p)
     args = p.parse_args(argv)
     if args.iterations < 1:
         p.error("--iterations must be at least 1")
-    try:
-        args.scale_factors = [float(s) for s in args.sf.split(",") if s.strip()]
-    except ValueError:
-        p.error(f"--sf takes comma-separated numbers, got {args.sf!r}")
+    args.scale_factors = scale_factors(args.sf)
     return args
-
-
-def reset_peak_rss(pids: list[int]) -> None:
-    """Start the peak resident set (VmHWM) of each process over from its current size."""
-    for pid in pids:
-        with open(f"/proc/{pid}/clear_refs", "w") as refs:
-            refs.write("5")
 
 
 @dataclass(frozen=True)
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     result = {
         "meta": {
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": utc_timestamp(),
             "commit": git_commit(),
             "scale_factors": args.scale_factors,
             "workers": args.workers,
@@ -267,10 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "writes": results,
     }
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.output) if args.output else RESULTS_DIR / f"writes-w{args.workers}-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = result_path(args.output, f"writes-w{args.workers}")
+    write_json(out, result)
     print(f"\nwrote {out}")
     return 0
 
