@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from datafusion import SessionContext
 from hypothesis import HealthCheck, settings
 
+from datafusion_distributed import DistributedContext
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data
 
 # Hypothesis profiles: "ci" (the default) keeps randomised tests bounded; run
@@ -50,6 +53,18 @@ def single_node_sf001(tpch_sf001: Path) -> SessionContext:
 def single_node_sf01(tpch_sf01: Path) -> SessionContext:
     """Single-node DataFusion over `tpch_sf01`: the answers distributed runs must match."""
     return _single_node(tpch_sf01)
+
+
+@pytest.fixture(scope="session")
+def distributed_tpch() -> Callable[..., DistributedContext]:
+    """Makes a DistributedContext over the TPC-H tables of a folder, registered in a new
+    SessionContext: `with distributed_tpch(tpch_sf001, config=...) as dctx:`; the other
+    arguments are DistributedContext's."""
+
+    def make(tpch: Path, **context_args: Any) -> DistributedContext:
+        return DistributedContext(_single_node(tpch), **context_args)
+
+    return make
 
 
 @pytest.fixture

@@ -6,12 +6,11 @@ from __future__ import annotations
 import doctest
 
 import pytest
-from datafusion import SessionContext, SQLOptions
+from datafusion import SQLOptions
 
 from datafusion_distributed import DistributedConfig, DistributedContext, QueryFailed
 from datafusion_distributed.api import context, settings, settings_statements
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import register_tpch
 
 CONFIG = DistributedConfig(bytes_per_partition=1024)
 QUERY = (
@@ -21,10 +20,8 @@ QUERY = (
 
 
 @pytest.fixture
-def dctx(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    with DistributedContext(ctx, config=CONFIG) as d:
+def dctx(tpch_sf001, distributed_tpch):
+    with distributed_tpch(tpch_sf001, config=CONFIG) as d:
         yield d
 
 

@@ -46,11 +46,9 @@ def single_node(tpch_sf1) -> SessionContext:
 
 
 @pytest.fixture(scope="module")
-def dctx(tpch_sf1) -> Iterator[DistributedContext]:
+def dctx(tpch_sf1, distributed_tpch) -> Iterator[DistributedContext]:
     with LocalCluster(3) as cluster:
-        ctx = SessionContext()
-        register_tpch(ctx, tpch_sf1)
-        with DistributedContext(ctx, workers=cluster) as dctx:
+        with distributed_tpch(tpch_sf1, workers=cluster) as dctx:
             yield dctx
 
 

@@ -5,23 +5,20 @@ from __future__ import annotations
 import re
 
 import pytest
-from datafusion import SessionContext
 
-from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed import DistributedConfig
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.execution_plans.stage import Stage
 from datafusion_distributed.metrics.explain import executed_node
 from datafusion_distributed.metrics.task_metrics import NodeMetrics
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
 CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=1024)
 
 
 @pytest.fixture(scope="module")
-def dctx(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    with DistributedContext(ctx, config=CONFIG) as dctx:
+def dctx(tpch_sf001, distributed_tpch):
+    with distributed_tpch(tpch_sf001, config=CONFIG) as dctx:
         yield dctx
 
 

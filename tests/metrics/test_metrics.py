@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from datafusion import SessionContext
 
-from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed import DistributedConfig
 from datafusion_distributed.metrics.query_metrics import COORDINATOR
 from datafusion_distributed.metrics.task_metrics import (
     MAX_DEPTH,
@@ -24,17 +23,14 @@ from datafusion_distributed.protocol.messages import (
     decode_task_result,
     encode,
 )
-from datafusion_distributed.test_utils.tpch import register_tpch
 
 # Small partitions so SF 0.01 splits into several tasks per stage.
 CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=1024)
 
 
 @pytest.fixture(scope="module")
-def dctx(tpch_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    with DistributedContext(ctx, config=CONFIG) as dctx:
+def dctx(tpch_sf001, distributed_tpch):
+    with distributed_tpch(tpch_sf001, config=CONFIG) as dctx:
         yield dctx
 
 

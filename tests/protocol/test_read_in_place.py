@@ -42,10 +42,10 @@ def _inputs(df):
     return [metrics.stage(s.id).input_totals(i) for s in plan.stages for i in range(len(s.inputs))]
 
 
-def test_a_cluster_on_one_host_reads_outputs_in_place_uncompressed(tpch_sf001, single_node_sf001):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf001)
-    with DistributedContext(ctx, config=CONFIG) as dctx:
+def test_a_cluster_on_one_host_reads_outputs_in_place_uncompressed(
+    tpch_sf001, single_node_sf001, distributed_tpch
+):
+    with distributed_tpch(tpch_sf001, config=CONFIG) as dctx:
         assert dctx.exchange_compression() is None  # nothing to save by compressing
         df = dctx.sql(SQL)
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table())

@@ -5,44 +5,37 @@ embedded cluster, three worker processes sharing a spool folder, and three shari
 from __future__ import annotations
 
 import pytest
-from datafusion import SessionContext
 
-from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
+from datafusion_distributed import DistributedConfig, LocalCluster
 from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
 # Small partitions so SF 0.1 really splits across tasks.
 CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024)
 
 
 @pytest.fixture(scope="module")
-def embedded(tpch_sf01):
-    ctx = SessionContext()
-    register_tpch(ctx, tpch_sf01)
-    with DistributedContext(ctx, config=CONFIG) as dctx:
+def embedded(tpch_sf01, distributed_tpch):
+    with distributed_tpch(tpch_sf01, config=CONFIG) as dctx:
         yield dctx
         assert dctx._cluster.spool_files() == []
 
 
 @pytest.fixture(scope="module")
-def three_processes(tpch_sf01):
+def three_processes(tpch_sf01, distributed_tpch):
     with LocalCluster(3) as cluster:
-        ctx = SessionContext()
-        register_tpch(ctx, tpch_sf01)
-        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+        with distributed_tpch(tpch_sf01, workers=cluster, config=CONFIG) as dctx:
             yield dctx
         assert cluster.spool_files() == [], "a query left data in a worker's spool"
     assert all(p.poll() is not None for p in cluster.processes)
 
 
 @pytest.fixture(scope="module")
-def three_sharing_nothing(tpch_sf01):
+def three_sharing_nothing(tpch_sf01, distributed_tpch):
     hosts = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
     with LocalCluster(3, share_spools=False, hosts=hosts) as cluster:
-        ctx = SessionContext()
-        register_tpch(ctx, tpch_sf01)
-        with DistributedContext(ctx, workers=cluster, config=CONFIG) as dctx:
+        with distributed_tpch(tpch_sf01, workers=cluster, config=CONFIG) as dctx:
             assert dctx.exchange_compression() == "lz4"
             yield cluster, dctx
         assert cluster.spool_files() == [], "a query left data in a worker's spool"
