@@ -54,14 +54,14 @@ clean-data:
 # DataFusion's sqllogictest files, single-node against distributed, forced to split every stage
 # and shuffle every join: over the embedded cluster, then over 3 worker processes. Totals are
 # printed; JSON reports go to slt-reports/ (git-ignored). Pass options with SLT_ARGS, e.g.
-# `make slt SLT_ARGS="--timeout 30"` (see `python -m datafusion_distributed.test_utils.slt -h`).
+# `make slt SLT_ARGS="--timeout 30"` (see `python -m devtools.slt -h`).
 SLT_DIR ?= ../shared/datafusion-slt
 SLT_ARGS ?=
 SLT_REPORTS ?= slt-reports
 slt: $(INSTALLED)
 	@mkdir -p $(SLT_REPORTS)
-	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m datafusion_distributed.test_utils.slt --forced \
+	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m devtools.slt --forced \
 		--cluster embedded --report $(SLT_REPORTS)/forced-embedded.json $(SLT_ARGS); embedded=$$?; \
-	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m datafusion_distributed.test_utils.slt --forced \
+	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m devtools.slt --forced \
 		--cluster local:3 --report $(SLT_REPORTS)/forced-local3.json $(SLT_ARGS); local=$$?; \
 	exit $$((embedded | local))

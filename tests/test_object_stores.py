@@ -18,13 +18,13 @@ from datafusion_distributed import (
     QueryFailed,
 )
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.s3_server import (
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
+from tests.support.s3_server import (
     TEST_SECRET_ACCESS_KEY,
     LocalS3Server,
     register_tpch_s3,
     upload_tpch,
 )
-from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
 BUCKET = "tpch-data"
 QUICK_QUERIES = (1, 5, 18)
@@ -132,7 +132,7 @@ def test_credentials_from_the_environment(s3, monkeypatch):
     """A store without keys takes them from the AWS_* variables of each process that builds it
     (here one process: the embedded workers'); the task messages then carry none."""
     from datafusion_distributed import S3Store
-    from datafusion_distributed.test_utils.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION
+    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)

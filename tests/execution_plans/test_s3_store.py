@@ -14,7 +14,7 @@ from datafusion_distributed import S3Store
 from datafusion_distributed.execution_plans.object_stores import store_for_url, with_store, with_store_hint
 from datafusion_distributed.protocol.messages import ProtocolError, RunTask, decode_run_task, encode
 from datafusion_distributed.runtime.session_settings import TaskSessions
-from datafusion_distributed.test_utils.s3_server import LocalS3Server
+from tests.support.s3_server import LocalS3Server
 
 SECRET = "s3cr3t-value-never-shown"
 TOKEN = "session-token-never-shown"
@@ -163,7 +163,7 @@ def test_the_hint_for_a_missing_store_names_the_fix():
 
 def test_the_docstring_examples_run():
     from datafusion_distributed.execution_plans import object_stores
-    from datafusion_distributed.test_utils import s3_server
+    from tests.support import s3_server
 
     for module in (object_stores, s3_server):
         result = doctest.testmod(module)

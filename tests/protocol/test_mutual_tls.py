@@ -23,8 +23,8 @@ from datafusion_distributed import (
 from datafusion_distributed.protocol.auth import connect_options
 from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
 from datafusion_distributed.protocol.messages import MAX_MESSAGE_BYTES, Ticket, encode
-from datafusion_distributed.test_utils.certificates import write_pem
 from datafusion_distributed.worker.flight_worker import FlightWorker
+from tests.support.certificates import write_pem
 
 x509 = pytest.importorskip("cryptography.x509")
 from cryptography.hazmat.primitives import hashes  # noqa: E402

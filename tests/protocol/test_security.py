@@ -22,7 +22,7 @@ from datafusion_distributed import (
 )
 from datafusion_distributed.protocol.auth import TOKEN_ENV, connect_options
 from datafusion_distributed.protocol.messages import Ticket, encode
-from datafusion_distributed.test_utils.certificates import write_pem
+from tests.support.certificates import write_pem
 
 SQL = "SELECT k % 10 AS g, count(*) AS n FROM t GROUP BY 1 ORDER BY 1"
 EXPECTED = [{"g": g, "n": 40} for g in range(10)]

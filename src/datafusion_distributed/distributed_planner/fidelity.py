@@ -6,8 +6,8 @@ keep such plans on one node, where they run from the in-memory plan:
 
 - constructs known to be lost when encoded (they leave no trace in the decoded plan's text, so
   only a list finds them); the list comes from running DataFusion's own SQL test files both from
-  the in-memory plan and from the plan decoded from its bytes (`test_utils.slt --mode roundtrip`),
-  and is to be regenerated on every DataFusion upgrade;
+  the in-memory plan and from the plan decoded from its bytes (`python -m devtools.slt --mode
+  roundtrip` in the repository), and is to be regenerated on every DataFusion upgrade;
 - every other difference the round trip makes to the plan's text (a grouping set dropped, an
   expression rewritten), found by decoding the plan and comparing.
 """

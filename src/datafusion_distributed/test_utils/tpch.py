@@ -8,9 +8,9 @@ under ``$DATAFUSION_DISTRIBUTED_DATA/tpch/`` instead. Generation writes into a t
 folder next to the final one and renames it into place, so a data set is either complete
 or absent, and several processes may ask for the same data at once.
 
-The 22 queries live in ``benchmarks/queries/tpch/qNN.sql`` at the root of the repository;
-these helpers find them relative to this file, so they need a source checkout (an
-editable install), which is how tests and benchmarks run.
+The 22 queries ship with the package, as ``tpch_queries/qNN.sql`` next to this module, and
+are read with :mod:`importlib.resources`, so they work from an installed wheel as well as from
+a source checkout.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -153,16 +154,26 @@ def register_tpch(ctx: Any, path: str | os.PathLike) -> None:
         ctx.register_parquet(table, str(path / table))
 
 
-def tpch_query_path(n: int) -> Path:
-    """Path of the SQL file of TPC-H query ``n`` (1 to 22)."""
+# The folder of the query files, package data beside this module.
+_QUERIES = "tpch_queries"
+
+
+def _query_name(n: int) -> str:
     if n not in TPCH_QUERY_NUMBERS:
         raise ValueError(f"TPC-H queries are numbered 1 to 22, got {n}")
-    return repo_root() / "benchmarks" / "queries" / "tpch" / f"q{n:02d}.sql"
+    return f"q{n:02d}.sql"
+
+
+def tpch_query_path(n: int) -> Path:
+    """Path of the SQL file of TPC-H query ``n`` (1 to 22), shipped inside the package.
+
+    A file on disk when the package is installed as files (a wheel or a checkout); to read the
+    query wherever the package lives, use :func:`tpch_query`.
+    """
+    return Path(__file__).with_name(_QUERIES) / _query_name(n)
 
 
 def tpch_query(n: int) -> str:
     """The SQL text of TPC-H query ``n`` (1 to 22): a single statement DataFusion runs as is."""
-    path = tpch_query_path(n)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found; TPC-H queries are read from a source checkout")
-    return path.read_text()
+    name = _query_name(n)
+    return (files(__package__) / _QUERIES / name).read_text(encoding="utf-8")

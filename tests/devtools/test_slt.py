@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from datafusion_distributed.test_utils import slt
-from datafusion_distributed.test_utils.slt_compare import (
+from devtools.slt import cli as slt
+from devtools.slt.compare import (
     Category,
     classify,
     compare_tables,
@@ -19,10 +19,10 @@ from datafusion_distributed.test_utils.slt_compare import (
     nondeterminism_reason,
     readable,
 )
-from datafusion_distributed.test_utils.slt_engines import SERIALISE, Outcome, PlainEngine, guarded
-from datafusion_distributed.test_utils.slt_expected import expected_mismatch, render_rows
-from datafusion_distributed.test_utils.slt_parser import RecordKind, load_slt, parse_slt
-from datafusion_distributed.test_utils.slt_runner import RunOptions, Workspace, run_files, run_records
+from devtools.slt.engines import SERIALISE, Outcome, PlainEngine, guarded
+from devtools.slt.expected import expected_mismatch, render_rows
+from devtools.slt.parser import RecordKind, load_slt, parse_slt
+from devtools.slt.runner import RunOptions, Workspace, run_files, run_records
 
 
 def slt_text(text: str) -> str:

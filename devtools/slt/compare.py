@@ -21,9 +21,10 @@ from enum import Enum
 
 import pyarrow as pa
 
-from ..common.errors import first_line
-from .compare import _tokens, assert_tables_equal, order_by_keys
-from .slt_engines import SERIALISE, Outcome
+from datafusion_distributed.common.errors import first_line
+from datafusion_distributed.test_utils.compare import _tokens, assert_tables_equal, order_by_keys
+
+from .engines import SERIALISE, Outcome
 
 __all__ = [
     "Category",

@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .slt_compare import first_line, is_explain, readable
-from .slt_engines import Outcome
-from .slt_parser import Record, RecordKind
+from .compare import first_line, is_explain, readable
+from .engines import Outcome
+from .parser import Record, RecordKind
 
 __all__ = ["expected_mismatch", "render_rows", "render_value"]
 

@@ -1,4 +1,4 @@
-"""A local S3-API server for tests and examples: `moto` in server mode on 127.0.0.1.
+"""A local S3-API server for the tests: `moto` in server mode on 127.0.0.1.
 
 Nothing leaves the machine: the server keeps its buckets in memory, in this process, and
 accepts any credentials. `moto[server]` and `boto3` come with the `dev` extra.
@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..execution_plans.object_stores import S3Store
-from .tpch import TPCH_TABLES
+from datafusion_distributed.execution_plans.object_stores import S3Store
+from datafusion_distributed.test_utils.tpch import TPCH_TABLES
 
 #: Credentials the test server is given (it accepts any): distinctive, so a test can look for
 #: them where they must never appear.

@@ -2,7 +2,7 @@
 
 Each record of a file runs in plain DataFusion and through a DistributedContext over the
 embedded cluster with every stage split and every join shuffled (`--forced`); a record the
-distributed run gets wrong, or fails on alone, is a failure (see test_utils/slt.py).
+distributed run gets wrong, or fails on alone, is a failure (see devtools/slt/).
 
 The corpus lives outside the repository ($DATAFUSION_SLT_DIR, default
 `../shared/datafusion-slt` next to it); without it these tests are skipped.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from datafusion_distributed.test_utils.slt import summary_table
-from datafusion_distributed.test_utils.slt_runner import (
+from devtools.slt.cli import summary_table
+from devtools.slt.runner import (
     CORPUS_ENV,
     FileResult,
     RunOptions,

@@ -1,18 +1,18 @@
 """Distributed sqllogictest: run DataFusion's `.slt` files in DataFusion and distributed, and
 report every record where the two disagree.
 
-    python -m datafusion_distributed.test_utils.slt [FILES OR FOLDERS] [--forced]
+    python -m devtools.slt [FILES OR FOLDERS] [--forced]
         [--cluster embedded|local:N] [--mode distributed|roundtrip] [--report PATH]
 
 With no paths, the whole corpus ($DATAFUSION_SLT_DIR, default `../shared/datafusion-slt` from
 the repository root) runs. `--mode roundtrip` compares DataFusion with DataFusion running its
 plans decoded from their own bytes instead: it finds what DataFusion's plan serialisation
-loses, which a distributed plan loses too. Each record is classified (see `slt_compare`); the
+loses, which a distributed plan loses too. Each record is classified (see `compare`); the
 per-file table and the totals are printed, and `--report` writes every record that is not
 equal as JSON. Exits 1 when any record is distributed_wrong, distributed_only_error or
 not_serialisable, or when a file could not be run.
 
-How the files run (engines, working directory, scratch files) is described in `slt_runner`.
+How the files run (engines, working directory, scratch files) is described in `runner`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from .slt_compare import Category, first_line
-from .slt_runner import (
+from .compare import Category, first_line
+from .runner import (
     FileResult,
     RecordResult,
     RunOptions,
@@ -186,7 +186,7 @@ def report(results: Sequence[FileResult], options: RunOptions, seconds: float) -
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m datafusion_distributed.test_utils.slt",
+        prog="python -m devtools.slt",
         description="Run DataFusion sqllogictest files in DataFusion and distributed, and compare.",
     )
     parser.add_argument("paths", nargs="*", help=".slt files or folders (default: the whole corpus)")

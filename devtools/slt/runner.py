@@ -3,7 +3,7 @@
 Each file gets fresh engines (a new SessionContext each, DataFusion's sqllogictest settings):
 the reference (single-node DataFusion) and the candidate (distributed, or DataFusion running
 its plan decoded from bytes). Every record runs in the reference, then in the candidate, and
-is classified (see `slt_compare`); the reference's outcome is also checked against the text
+is classified (see `compare`); the reference's outcome is also checked against the text
 the file expects, for information.
 
 Files run in a `Workspace`: a temporary copy of the layout DataFusion's runner sees from its
@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..api.config import DistributedConfig
-from ..clusters.local import LocalCluster
-from ..common.totals import total_of
-from ..protocol.resolver import WorkerResolver
-from .forced import forced_distribution
-from .slt_compare import FAILURES, Category, Verdict, classify, first_line
-from .slt_engines import (
+from datafusion_distributed.api.config import DistributedConfig
+from datafusion_distributed.clusters.local import LocalCluster
+from datafusion_distributed.common.totals import total_of
+from datafusion_distributed.protocol.resolver import WorkerResolver
+from datafusion_distributed.test_utils.forced import forced_distribution
+
+from .compare import FAILURES, Category, Verdict, classify, first_line
+from .engines import (
     DistributedEngine,
     Engine,
     Outcome,
@@ -42,9 +43,8 @@ from .slt_engines import (
     PlanEngine,
     RoundtripEngine,
 )
-from .slt_expected import expected_mismatch
-from .slt_parser import Record, RecordKind, load_slt
-from .tpch import repo_root
+from .expected import expected_mismatch
+from .parser import Record, RecordKind, load_slt
 
 __all__ = [
     "CORPUS_ENV",
@@ -62,6 +62,9 @@ __all__ = [
 #: the repository).
 CORPUS_ENV = "DATAFUSION_SLT_DIR"
 
+# The repository root: this file is devtools/slt/runner.py.
+REPOSITORY = Path(__file__).resolve().parents[2]
+
 # Where DataFusion's runner runs, inside the corpus's `data` folder.
 SQLLOGICTEST_DIR = ("datafusion", "sqllogictest")
 
@@ -70,7 +73,7 @@ def default_corpus() -> Path:
     """The corpus folder: $DATAFUSION_SLT_DIR, else `../shared/datafusion-slt` from the
     repository root."""
     configured = os.environ.get(CORPUS_ENV)
-    return Path(configured) if configured else (repo_root().parent / "shared" / "datafusion-slt")
+    return Path(configured) if configured else (REPOSITORY.parent / "shared" / "datafusion-slt")
 
 
 def slt_files(paths: Sequence[str | os.PathLike]) -> list[Path]:
@@ -102,7 +105,7 @@ class RunOptions:
             raise ValueError("cluster must be 'embedded' or 'local:N'")
 
     def distributed_options(self) -> dict[str, Any]:
-        """The candidate's DistributedContext keyword arguments; forced: `test_utils.forced`
+        """The candidate's DistributedContext keyword arguments; forced: `datafusion_distributed.test_utils.forced`
         (every stage split over the workers, no join side inlined or broadcast)."""
         if self.forced:
             return forced_distribution(query_timeout=self.timeout)

@@ -26,11 +26,11 @@ import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..api.context import DistributedContext
-from ..distributed_planner.fidelity import why_kept_on_one_node
-from ..distributed_planner.planner import bytes_as_sent
-from ..protocol.resolver import WorkerResolver
-from ..runtime.streaming import stream_partitions
+from datafusion_distributed.api.context import DistributedContext
+from datafusion_distributed.distributed_planner.fidelity import why_kept_on_one_node
+from datafusion_distributed.distributed_planner.planner import bytes_as_sent
+from datafusion_distributed.protocol.resolver import WorkerResolver
+from datafusion_distributed.runtime.streaming import stream_partitions
 
 __all__ = [
     "DistributedEngine",

@@ -1,0 +1,7 @@
+"""`python -m devtools.slt`: the sqllogictest command line (see `cli`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
