@@ -27,7 +27,7 @@ from ..runtime.session import SessionBuilder
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig
-from .dataframe import DistributedDataFrame
+from .dataframe import DistributedDataFrame, made_on
 from .engine import Engine
 from .settings import check_changeable, setting_rows, with_setting
 from .settings_statements import PREFIX, SetSetting, SettingsStatement, ShowSettings, parse_settings_statement
@@ -287,10 +287,7 @@ class DistributedContext:
 
     def _frame(self, make: Callable[..., DataFrame], *args: Any, **kwargs: Any) -> DistributedDataFrame:
         """A DataFrame made on the wrapped context, distributed."""
-        try:
-            return DistributedDataFrame(self, make(*args, **kwargs))
-        except Exception as exc:  # DataFusion raises plain Exception (or ValueError)
-            raise QueryFailed.of(exc) from exc
+        return made_on(self._engine, make, *args, **kwargs)
 
     def table(self, name: str) -> DistributedDataFrame:
         """The table (or view) registered as `name`.

@@ -58,6 +58,17 @@ class _WithEngine(Protocol):
     def engine(self) -> Engine: ...
 
 
+def made_on(
+    engine: Engine, make: Callable[..., DataFrame], *args: Any, **kwargs: Any
+) -> DistributedDataFrame:
+    """A DataFrame made by `make` (a call of the engine's SessionContext), distributed;
+    DataFusion's errors become QueryFailed."""
+    try:
+        return DistributedDataFrame(engine, make(*args, **kwargs))
+    except Exception as exc:  # DataFusion raises plain Exception (or ValueError)
+        raise QueryFailed.of(exc) from exc
+
+
 def _plain(df: Any) -> Any:
     """`df` as DataFusion takes it: the DataFrame a DistributedDataFrame wraps, else `df` itself."""
     return df.df if isinstance(df, DistributedDataFrame) else df
@@ -119,12 +130,8 @@ class DistributedDataFrame:
         return DistributedDataFrame(self._engine, df if isinstance(df, DataFrame) else DataFrame(df))
 
     def _sql(self, statement: str) -> DistributedDataFrame:
-        """`statement` planned on the context's session, distributed; DataFusion's errors
-        become QueryFailed."""
-        try:
-            return DistributedDataFrame(self._engine, self._engine.ctx.sql(statement))
-        except Exception as exc:  # DataFusion raises plain Exception
-            raise QueryFailed.of(exc) from exc
+        """`statement` planned on the context's session, distributed."""
+        return made_on(self._engine, self._engine.ctx.sql, statement)
 
     # -- file writes: a COPY of the frame, split over tasks ---------------------------------
     def write_parquet(

@@ -70,7 +70,6 @@ class Engine:
         self.config = config or DistributedConfig()
         self.initial_config = self.config  # what RESET distributed.<name> returns to
         self.config_lock = threading.Lock()
-        self.session_builder = session_builder
         self._cluster: EmbeddedCluster | None = None
         if workers is None:
             self._cluster = EmbeddedCluster(

@@ -50,7 +50,7 @@ def run_task(
     leaves: Leaves = (),
     *,
     rewrite: Callable[[ExecutionPlan], ExecutionPlan] | None = None,
-    rounds: Callable[[Callable[[Leaves], ExecutionPlan]], PlanRounds] | None = None,
+    rounds: Callable[[Callable[[bytes, bytes], ExecutionPlan]], PlanRounds] | None = None,
     write_to: OutputFiles | None = None,
     check: Callable[[], None] | None = None,
 ) -> RanTask:
@@ -58,8 +58,8 @@ def run_task(
     `leaves`.
 
     `rewrite` may replace the built plan (the plan-rewrite handlers of a worker). `rounds`,
-    given the function that builds a plan from feed leaves, makes the task's rounds (a feed
-    read in rounds; `leaves` are then unused). With `write_to` the output partitions are
+    given the function that builds a round's plan from its feed scan's (marker, leaf), makes
+    the task's rounds (a feed read in rounds; `leaves` are then unused). With `write_to` the output partitions are
     written to files now; otherwise they are streamed as the returned batches are read, `check`
     asked before each batch."""
 
@@ -67,7 +67,7 @@ def run_task(
         built = prepare_task_plan(ctx, plan, list(inputs), spliced)
         return rewrite(built) if rewrite is not None else built
 
-    planned_rounds = rounds(build) if rounds is not None else None
+    planned_rounds = rounds(lambda marker, leaf: build([(marker, leaf)])) if rounds is not None else None
     physical = planned_rounds.plan(0) if planned_rounds is not None else build(leaves)
     if write_to is None:
         return RanTask(physical, batches=stream_partitions(ctx, physical, check=check))

@@ -358,9 +358,7 @@ class FlightWorker(flight.FlightServerBase):
             leaves: list[tuple[bytes, bytes]] = []
             rounds = None
             if len(feeds) == 1 and message.feeds[0].rounds:
-
-                def rounds(build):
-                    return FeedRounds(feeds[0], check, lambda marker, leaf: build([(marker, leaf)]))
+                rounds = functools.partial(FeedRounds, feeds[0], check)
             else:
                 folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
                 charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
