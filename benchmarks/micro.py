@@ -34,7 +34,7 @@ from datafusion import SessionConfig, SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.distributed_planner.planner import plan_stages
 from datafusion_distributed.execution_plans.plan_node import PlanNode
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.protocol.messages import RunTask, Ticket
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
@@ -91,9 +91,7 @@ def bench_exchange(args) -> dict:
     scratch = tempfile.mkdtemp(prefix="bench-exchange-")
     with LocalCluster(2) as cluster:
         url = cluster.get_urls()[0]
-        client = WorkerClient(
-            url, ClientSettings(timeout=600, task_timeout=600, auth_token=cluster.auth_token)
-        )
+        client = WorkerClient(url, ClientConfig(timeout=600, task_timeout=600, auth_token=cluster.auth_token))
         try:
             for compression in ("lz4", None):
                 name = compression or "none"

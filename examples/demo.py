@@ -34,9 +34,10 @@ ROWS_SHOWN = 5
 
 
 def shown_path(path: Path) -> str:
-    """`path` relative to the repository when it lies inside it."""
+    """`path` relative to the repository when it lies inside a source checkout."""
+    root = repo_root()
     try:
-        return str(path.resolve().relative_to(repo_root()))
+        return str(path.resolve().relative_to(root)) if root is not None else str(path)
     except ValueError:
         return str(path)
 

@@ -14,7 +14,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster
 from datafusion_distributed.coordinator.liveness import LivenessMonitor
 from datafusion_distributed.events import EventKind
-from datafusion_distributed.protocol.flight import ClientPool, ClientSettings
+from datafusion_distributed.protocol.flight import ClientConfig, ClientPool
 
 QUERY = "a" * 32
 
@@ -43,7 +43,7 @@ def wait_for(condition, seconds: float = 10.0) -> bool:
 
 def test_a_silent_worker_is_lost_after_the_timeout_and_a_live_one_never(cluster, silent_url):
     live = cluster.get_urls()[0]
-    monitor = LivenessMonitor(ClientPool(ClientSettings(auth_token=cluster.auth_token)), timeout=0.5)
+    monitor = LivenessMonitor(ClientPool(ClientConfig(auth_token=cluster.auth_token)), timeout=0.5)
     monitor.watch(QUERY, live)
     monitor.watch(QUERY, silent_url)
     started = time.monotonic()
@@ -57,7 +57,7 @@ def test_a_silent_worker_is_lost_after_the_timeout_and_a_live_one_never(cluster,
 
 def test_probes_renew_the_leases_of_the_queries_they_name(cluster):
     worker = cluster.workers[1]
-    monitor = LivenessMonitor(ClientPool(ClientSettings(auth_token=cluster.auth_token)), timeout=0.4)
+    monitor = LivenessMonitor(ClientPool(ClientConfig(auth_token=cluster.auth_token)), timeout=0.4)
     monitor.watch(QUERY, worker.url)
     try:
         assert wait_for(lambda: QUERY in worker.spool._leases)

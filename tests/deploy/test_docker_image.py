@@ -18,7 +18,7 @@ import pytest
 
 from datafusion_distributed.cli import build_parser
 from datafusion_distributed.protocol.auth import TOKEN_ENV
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
@@ -146,7 +146,7 @@ def test_the_image_command_serves_with_the_token_from_the_environment(tmp_path):
         port = int(url.rsplit(":", 1)[1])
         healthcheck = subprocess.run(_healthcheck_command(port), capture_output=True, timeout=START_SECONDS)
         assert healthcheck.returncode == 0, healthcheck.stderr
-        client = WorkerClient(url, ClientSettings(timeout=10, auth_token="image-test-token"))
+        client = WorkerClient(url, ClientConfig(timeout=10, auth_token="image-test-token"))
         try:
             assert client.health()["spool_files"] == 0
         finally:

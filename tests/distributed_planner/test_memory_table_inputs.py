@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans.display import display_distributed_plan
 from datafusion_distributed.execution_plans.stage import BoundaryKind
 from datafusion_distributed.test_utils.local_check import (
@@ -18,9 +18,9 @@ from datafusion_distributed.test_utils.local_check import (
 ROWS = 10_000
 
 
-def config(**settings: object) -> PlannerConfig:
+def config(**settings: object) -> QueryPlanConfig:
     """Two workers, every scan worth a task, DataFusion's own join thresholds."""
-    return PlannerConfig(workers=2, bytes_per_partition=1, broadcast_total_rows=None, **settings)
+    return QueryPlanConfig(workers=2, bytes_per_partition=1, broadcast_total_rows=None, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -103,4 +103,4 @@ def test_a_memory_table_the_query_does_not_split_is_not_shipped(facts):
 
 def test_the_threshold_is_checked():
     with pytest.raises(ValueError, match="memory_table_inline_bytes must be at least 0"):
-        PlannerConfig(memory_table_inline_bytes=-1)
+        QueryPlanConfig(memory_table_inline_bytes=-1)

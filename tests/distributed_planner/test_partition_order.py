@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datafusion_distributed.distributed_planner.boundaries import ordering_from_below
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.local_check import (
     assert_distributed_matches,
@@ -15,7 +15,7 @@ from datafusion_distributed.test_utils.local_check import (
     planning_context,
 )
 
-CONFIG = PlannerConfig(
+CONFIG = QueryPlanConfig(
     workers=2,
     partitions_per_task=2,
     bytes_per_partition=1,

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datafusion_distributed.codec import file_groups
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.distributed_planner.planner import input_marker, plan_stages
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.execution_plans.stage import BoundaryKind, DistributedPlan, Stage
@@ -22,9 +22,9 @@ from datafusion_distributed.test_utils.local_check import (
 KiB = 1024
 
 
-def planner_config(**settings: object) -> PlannerConfig:
-    """A PlannerConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
-    return PlannerConfig(broadcast_total_rows=None, **settings)
+def planner_config(**settings: object) -> QueryPlanConfig:
+    """A QueryPlanConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
+    return QueryPlanConfig(broadcast_total_rows=None, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def tables(tmp_path_factory):
     return root
 
 
-def context(tables, config: PlannerConfig):
+def context(tables, config: QueryPlanConfig):
     def register(ctx):
         for name in ("big", "mid", "small"):
             ctx.register_parquet(name, str(tables / name))
@@ -242,10 +242,10 @@ def test_planner_config_validation():
         {"cardinality_factor": 0},
     ):
         with pytest.raises(ValueError):
-            PlannerConfig(**bad)
-    assert PlannerConfig(workers=3, partitions_per_task=4).target_partitions == 12
-    assert PlannerConfig(workers=3, max_tasks_per_stage=2).task_cap == 2
-    assert PlannerConfig(workers=3, max_tasks_per_stage=9).task_cap == 3
+            QueryPlanConfig(**bad)
+    assert QueryPlanConfig(workers=3, partitions_per_task=4).target_partitions == 12
+    assert QueryPlanConfig(workers=3, max_tasks_per_stage=2).task_cap == 2
+    assert QueryPlanConfig(workers=3, max_tasks_per_stage=9).task_cap == 3
 
 
 def test_cardinality_factor_shrinks_stages_above_shuffles(tables):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.distributed_planner.planner import plan_stages
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.local_check import assert_distributed_matches, planning_context
 
 CONFIGS = {
-    "default": PlannerConfig(workers=2, partitions_per_task=2, broadcast_total_rows=None),
-    "forced": PlannerConfig(
+    "default": QueryPlanConfig(workers=2, partitions_per_task=2, broadcast_total_rows=None),
+    "forced": QueryPlanConfig(
         workers=2,
         partitions_per_task=2,
         bytes_per_partition=1,

@@ -10,7 +10,7 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed.codec import file_groups
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan, display_stage
 from datafusion_distributed.execution_plans.display import MAX_LINE, node_label
 from datafusion_distributed.execution_plans.plan_node import PlanNode
@@ -24,9 +24,9 @@ from datafusion_distributed.test_utils.local_check import (
 KiB = 1024
 
 
-def planner_config(**settings: object) -> PlannerConfig:
-    """A PlannerConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
-    return PlannerConfig(broadcast_total_rows=None, **settings)
+def planner_config(**settings: object) -> QueryPlanConfig:
+    """A QueryPlanConfig that leaves DataFusion's own hash join thresholds, which these plans expect."""
+    return QueryPlanConfig(broadcast_total_rows=None, **settings)
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan
 from datafusion_distributed.test_utils.local_check import plan_distributed, planning_context
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tpch"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
-CONFIG = PlannerConfig(
+CONFIG = QueryPlanConfig(
     workers=3, partitions_per_task=2, bytes_per_partition=8 * 1024, broadcast_total_rows=None
 )
 

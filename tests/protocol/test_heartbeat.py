@@ -8,7 +8,7 @@ import pytest
 
 from datafusion_distributed import EmbeddedCluster
 from datafusion_distributed.errors import WorkerError
-from datafusion_distributed.protocol.flight import ClientPool, ClientSettings
+from datafusion_distributed.protocol.flight import ClientConfig, ClientPool
 from datafusion_distributed.protocol.messages import (
     MAX_HEARTBEAT_QUERIES,
     PROTOCOL_VERSION,
@@ -49,7 +49,7 @@ def test_a_bad_heartbeat_is_refused_naming_the_field(message, reason):
 def test_the_worker_renews_the_leases_a_heartbeat_names_and_refuses_a_bad_one():
     with EmbeddedCluster(1) as cluster:
         worker = cluster.workers[0]
-        client = ClientPool(ClientSettings(auth_token=cluster.auth_token)).get(worker.url)
+        client = ClientPool(ClientConfig(auth_token=cluster.auth_token)).get(worker.url)
         client.heartbeat((QUERY,), timeout=10)
         assert QUERY in worker.spool._leases
         with pytest.raises(WorkerError, match="refused message: query_id must match"):

@@ -21,7 +21,7 @@ from datafusion_distributed import (
     WorkerError,
 )
 from datafusion_distributed.protocol.auth import connect_options
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.protocol.messages import MAX_MESSAGE_BYTES, Ticket, encode
 from datafusion_distributed.worker.flight_worker import FlightWorker
 from tests.support.certificates import write_pem
@@ -112,7 +112,7 @@ def _read(path: str) -> bytes:
 
 
 def _health(url: str, token: str, ca: str, cert: str | None = None, key: str | None = None) -> dict:
-    settings = ClientSettings(
+    settings = ClientConfig(
         timeout=10,
         auth_token=token,
         tls_root_certs=_read(ca),

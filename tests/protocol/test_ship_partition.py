@@ -9,7 +9,7 @@ import pytest
 from datafusion_distributed import EmbeddedCluster
 from datafusion_distributed.errors import WorkerError
 from datafusion_distributed.protocol.auth import connect_options
-from datafusion_distributed.protocol.flight import ClientPool, ClientSettings
+from datafusion_distributed.protocol.flight import ClientConfig, ClientPool
 from datafusion_distributed.protocol.messages import (
     ProtocolError,
     ShipPartition,
@@ -27,7 +27,7 @@ def cluster():
 
 
 def client(cluster):
-    return ClientPool(ClientSettings(timeout=5, task_timeout=10, auth_token=cluster.auth_token)).get(
+    return ClientPool(ClientConfig(timeout=5, task_timeout=10, auth_token=cluster.auth_token)).get(
         cluster.get_urls()[0]
     )
 

@@ -11,7 +11,7 @@ from datafusion import SessionContext
 
 from datafusion_distributed import DistributedContext, EmbeddedCluster
 from datafusion_distributed.errors import WorkerError
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.protocol.messages import ProtocolError, RunTask, decode_run_task, encode
 
 ZONE = ("datafusion.execution.time_zone", "+05:00")
@@ -57,7 +57,7 @@ def test_settings_a_task_may_not_carry_are_refused(settings, reason):
 def test_a_worker_refuses_a_forbidden_setting_and_still_serves():
     with EmbeddedCluster(1) as cluster:
         url = cluster.get_urls()[0]
-        client = WorkerClient(url, ClientSettings(timeout=10, task_timeout=10, auth_token=cluster.auth_token))
+        client = WorkerClient(url, ClientConfig(timeout=10, task_timeout=10, auth_token=cluster.auth_token))
         forbidden = _message((("datafusion.runtime.memory_limit", "1K"),), url)
         with pytest.raises(
             WorkerError, match="refused message: settings: setting datafusion.runtime.memory_limit"

@@ -24,7 +24,7 @@ from datafusion_distributed import (
 )
 from datafusion_distributed.metrics.recorder import TaskRecorder
 from datafusion_distributed.protocol.auth import connect_options
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.protocol.messages import PROTOCOL_VERSION, RunTask, encode
 
 OPTIONS = flight.FlightCallOptions(timeout=20)
@@ -69,7 +69,7 @@ def _run_task(cluster, plan: bytes) -> tuple[WorkerError, str]:
     """The error a coordinator sees for a task of stage 2, task 3, and the raw Flight text."""
     url = cluster.get_urls()[0]
     message = RunTask("panicquery", 2, 3, 0, plan, (), url)
-    client = WorkerClient(url, ClientSettings(timeout=20, task_timeout=20, auth_token=cluster.auth_token))
+    client = WorkerClient(url, ClientConfig(timeout=20, task_timeout=20, auth_token=cluster.auth_token))
     with pytest.raises(WorkerError) as info:
         client.run_task(message)
     raw = flight.connect(url, **connect_options(cluster.auth_token, None))

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..distributed_planner.config import PlanningSettings, require
+from ..distributed_planner.config import PlanningConfig, require
 from ..protocol.auth import token_from_env
 
 
 @dataclass(frozen=True)
-class DistributedConfig(PlanningSettings):
+class DistributedConfig(PlanningConfig):
     """Every setting of a distributed query, with its default, checked when it is made.
 
     The planning settings (`partitions_per_task`, `bytes_per_partition`, `cardinality_factor`,
     `max_tasks_per_stage`, `broadcast_inline_bytes`, `broadcast_total_rows`,
-    `broadcast_total_bytes`, `broadcast_row_bytes`, `memory_table_inline_bytes`) are those of `PlanningSettings`, documented there; the others
+    `broadcast_total_bytes`, `broadcast_row_bytes`, `memory_table_inline_bytes`) are those of `PlanningConfig`, documented there; the others
     decide how the coordinator runs a plan.
 
     Attributes:

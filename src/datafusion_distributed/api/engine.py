@@ -28,7 +28,7 @@ from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, with_store
 from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
-from ..protocol.flight import ClientPool, ClientSettings
+from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
@@ -83,7 +83,7 @@ class Engine:
         else:
             raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
         self.clients = ClientPool(
-            ClientSettings(
+            ClientConfig(
                 self.config.connect_timeout,
                 self.config.task_timeout,
                 # a cluster the library started knows its own token; otherwise the configured one
@@ -133,7 +133,7 @@ class Engine:
 
     def planning_session(self, workers: int, config: DistributedConfig | None = None) -> SessionContext:
         """A copy of the user's session, with the DataFusion settings a query on `workers`
-        workers is planned with (`PlannerConfig.datafusion_settings` of `config`, by default the
+        workers is planned with (`QueryPlanConfig.datafusion_settings` of `config`, by default the
         context's).
 
         The copy shares the user's catalogs, tables and object stores and starts from their

@@ -1,7 +1,7 @@
 """The settings that shape a distributed plan, each written, defaulted and validated here once.
 
-`PlanningSettings` holds them. The public `DistributedConfig` extends it with the runtime
-settings; `PlannerConfig`, what the planner takes, extends it with the number of workers one
+`PlanningConfig` holds them. The public `DistributedConfig` extends it with the runtime
+settings; `QueryPlanConfig`, what the planner takes, extends it with the number of workers one
 query is planned for, and says which DataFusion settings that query is planned with.
 """
 
@@ -24,7 +24,7 @@ def require(valid: bool, name: str, rule: str, value: object) -> None:
 
 
 @dataclass(frozen=True)
-class PlanningSettings:
+class PlanningConfig:
     """How plans are cut into stages and tasks, whatever the number of workers.
 
     Attributes:
@@ -44,7 +44,7 @@ class PlanningSettings:
             its own (0 always makes it a stage). At least 0. Default 8 MiB.
         broadcast_total_rows, broadcast_total_bytes, broadcast_row_bytes: when a hash join
             collects its smaller side whole in every task of the other side (a broadcast)
-            instead of shuffling both sides; `PlannerConfig.broadcast_thresholds` has the rule. The totals
+            instead of shuffling both sides; `QueryPlanConfig.broadcast_thresholds` has the rule. The totals
             are a memory budget: what all the copies of a broadcast side together (one per
             worker) may add up to. `broadcast_row_bytes` is what one row of a side is assumed
             to take when DataFusion cannot estimate the side's bytes (any string column), so
@@ -95,21 +95,21 @@ class PlanningSettings:
             self.memory_table_inline_bytes,
         )
 
-    def planner(self, workers: int) -> PlannerConfig:
+    def planner(self, workers: int) -> QueryPlanConfig:
         """These settings for a query planned on `workers` workers."""
-        shared = {f.name: getattr(self, f.name) for f in fields(PlanningSettings)}
-        return PlannerConfig(workers=workers, **shared)
+        shared = {f.name: getattr(self, f.name) for f in fields(PlanningConfig)}
+        return QueryPlanConfig(workers=workers, **shared)
 
 
 @dataclass(frozen=True)
-class PlannerConfig(PlanningSettings):
-    """The planning settings of one query: `PlanningSettings` and the number of workers.
+class QueryPlanConfig(PlanningConfig):
+    """The planning settings of one query: `PlanningConfig` and the number of workers.
 
     Attributes:
         workers: number of workers the tasks of a stage can spread over. At least 1. Default 2.
 
     Examples:
-        >>> PlannerConfig(workers=3, broadcast_total_rows=None).datafusion_settings()
+        >>> QueryPlanConfig(workers=3, broadcast_total_rows=None).datafusion_settings()
         {'datafusion.execution.target_partitions': '6'}
     """
 

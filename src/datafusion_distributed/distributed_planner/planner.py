@@ -48,7 +48,7 @@ from .boundaries import (
     split_hazard,
     splits_write,
 )
-from .config import PlannerConfig
+from .config import QueryPlanConfig
 from .fidelity import travel_blocker, unserialisable
 from .rounds import runs_in_rounds
 from .scan_size import scanned_bytes
@@ -168,7 +168,7 @@ def _edge_units(edge: _Edge) -> int:
     return 1  # a coalesce or merge yields one partition in the consumer
 
 
-def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: HandlerChain) -> None:
+def _assign_task_counts(fragment: _Fragment, config: QueryPlanConfig, handlers: HandlerChain) -> None:
     if fragment.table is not None:
         return  # written by the coordinator, not run as tasks
     for edge in fragment.edges:
@@ -208,7 +208,7 @@ def _assign_task_counts(fragment: _Fragment, config: PlannerConfig, handlers: Ha
         fragment.reason += f" (by {type(handler).__name__})"
 
 
-def _fold_boundaries(fragment: _Fragment, config: PlannerConfig) -> None:
+def _fold_boundaries(fragment: _Fragment, config: QueryPlanConfig) -> None:
     """Fold back boundaries not worth an exchange.
 
     - 1 -> 1: producer and consumer both run as one task.
@@ -466,7 +466,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
 
 
 def plan_stages(
-    plan: ExecutionPlan | PlanNode, config: PlannerConfig, handlers: HandlerChain | None = None
+    plan: ExecutionPlan | PlanNode, config: QueryPlanConfig, handlers: HandlerChain | None = None
 ) -> DistributedPlan:
     """Cut a physical plan into stages of tasks (see the module docstring); `handlers` may
     choose task counts (see `events`)."""
@@ -489,7 +489,7 @@ def plan_stages(
 def plan_query(
     plan: ExecutionPlan,
     session: SessionContext,
-    config: PlannerConfig,
+    config: QueryPlanConfig,
     handlers: HandlerChain | None = None,
     logical_plan_text: str = "",
 ) -> DistributedPlan:

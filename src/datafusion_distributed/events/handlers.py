@@ -31,7 +31,7 @@ class TaskCountRequest:
         input_tasks: task counts of the shuffle stages this stage reads and splits.
         splittable_partitions: the most tasks the stage can be split into.
         workers: workers in the cluster.
-        config: the `PlannerConfig` in use.
+        config: the `QueryPlanConfig` in use.
         feed_tasks: for each work-unit feed the stage reads a share of, the tasks it asks for
             (0: no number asked; the default handler then gives one task per worker).
     """

@@ -83,7 +83,7 @@ def _lost_worker(exc: flight.FlightError) -> str | None:
 
 
 @dataclass(frozen=True)
-class ClientSettings:
+class ClientConfig:
     """How a coordinator or worker calls workers: its deadlines, token and trusted CAs.
 
     Attributes:
@@ -106,9 +106,9 @@ class ClientSettings:
 class WorkerClient:
     """Calls to one worker; thread-safe, one Flight connection per client."""
 
-    def __init__(self, url: str, settings: ClientSettings | None = None):
+    def __init__(self, url: str, settings: ClientConfig | None = None):
         self.url = url
-        self.settings = settings or ClientSettings()
+        self.settings = settings or ClientConfig()
         s = self.settings
         self._connect_options = connect_options(
             s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key
@@ -314,8 +314,8 @@ class _CopyTarget:
 class ClientPool:
     """One WorkerClient per URL, shared by every query of a coordinator or worker."""
 
-    def __init__(self, settings: ClientSettings | None = None):
-        self.settings = settings or ClientSettings()
+    def __init__(self, settings: ClientConfig | None = None):
+        self.settings = settings or ClientConfig()
         self._clients: dict[str, WorkerClient] = {}
         self._lock = threading.Lock()
 
@@ -327,7 +327,7 @@ class ClientPool:
             return self._clients[url]
 
     def set_deadlines(self, timeout: float, task_timeout: float) -> None:
-        """Use these deadlines (`ClientSettings.timeout`, `task_timeout`) for every call made
+        """Use these deadlines (`ClientConfig.timeout`, `task_timeout`) for every call made
         from now on, on the connections already open too; calls under way keep theirs."""
         with self._lock:
             self.settings = replace(self.settings, timeout=timeout, task_timeout=task_timeout)

@@ -2,7 +2,7 @@
 
 The helpers follow the rules a distributed plan needs:
 
-* the context plans with the settings of ``PlannerConfig.datafusion_settings``
+* the context plans with the settings of ``QueryPlanConfig.datafusion_settings``
   (``target_partitions = workers * partitions_per_task``, and the hash join thresholds of a
   broadcast unless ``broadcast_total_rows`` is None);
 * the physical plan comes from a fresh DataFrame that was never executed (executing fills in
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 from datafusion import SessionConfig, SessionContext
 
-from ..distributed_planner.config import PlannerConfig
+from ..distributed_planner.config import QueryPlanConfig
 from ..distributed_planner.planner import plan_stages
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import DistributedPlan
@@ -39,7 +39,7 @@ __all__ = [
 EXCHANGE_NODES = ("CoalescePartitionsExec", "SortPreservingMergeExec")
 
 
-def planning_session_config(config: PlannerConfig) -> SessionConfig:
+def planning_session_config(config: QueryPlanConfig) -> SessionConfig:
     """The SessionConfig a distributed query is planned with: DataFusion's defaults with the
     settings of `config` applied, as DistributedContext applies them to the user's session."""
     session = SessionConfig()
@@ -49,7 +49,7 @@ def planning_session_config(config: PlannerConfig) -> SessionConfig:
 
 
 def planning_context(
-    config: PlannerConfig, register: Callable[[SessionContext], None] | None = None
+    config: QueryPlanConfig, register: Callable[[SessionContext], None] | None = None
 ) -> SessionContext:
     """A SessionContext for planning with `config`, with tables registered by `register`."""
     ctx = SessionContext(planning_session_config(config))
@@ -58,7 +58,7 @@ def planning_context(
     return ctx
 
 
-def plan_distributed(ctx: SessionContext, sql: str, config: PlannerConfig) -> DistributedPlan:
+def plan_distributed(ctx: SessionContext, sql: str, config: QueryPlanConfig) -> DistributedPlan:
     """Cut the physical plan of `sql` (from a fresh DataFrame) into stages."""
     return plan_stages(ctx.sql(sql).execution_plan(), config)
 
@@ -112,7 +112,7 @@ def exchange_nodes(root: PlanNode) -> list[str]:
 
 
 def assert_distributed_matches(
-    ctx: SessionContext, sql: str, config: PlannerConfig, timeout: float = 300, **compare: Any
+    ctx: SessionContext, sql: str, config: QueryPlanConfig, timeout: float = 300, **compare: Any
 ) -> tuple[DistributedPlan, pa.Table]:
     """Plan `sql` distributed, run it locally and assert it equals the single-node answer.
 

@@ -3,8 +3,9 @@
 Data is generated with the ``tpchgen-cli`` executable (installed by the ``dev`` extra) as
 Parquet, one folder per table holding ``parts`` files (the small tables ``nation`` and
 ``region`` get a single file). Each data set is generated once and cached under
-``<repo>/data/tpch/sf<SF>-p<N>/``; set ``DATAFUSION_DISTRIBUTED_DATA`` to keep the cache
-under ``$DATAFUSION_DISTRIBUTED_DATA/tpch/`` instead. Generation writes into a temporary
+``<data>/tpch/sf<SF>-p<N>/``, where ``<data>`` is ``$DATAFUSION_DISTRIBUTED_DATA`` when set,
+else the ``data/`` folder of the source checkout this module runs from, else (an installed
+package) ``$XDG_CACHE_HOME/datafusion-distributed`` (``~/.cache/datafusion-distributed``). Generation writes into a temporary
 folder next to the final one and renames it into place, so a data set is either complete
 or absent, and several processes may ask for the same data at once.
 
@@ -52,21 +53,28 @@ TPCH_TABLES: tuple[str, ...] = (
 #: The numbers of the 22 TPC-H queries.
 TPCH_QUERY_NUMBERS = range(1, 23)
 
-#: Environment variable naming the folder that holds cached data (default ``<repo>/data``).
+#: Environment variable naming the folder that holds cached data (see the module's docstring).
 DATA_DIR_ENV = "DATAFUSION_DISTRIBUTED_DATA"
 
 # Written last into a data set before it is renamed into place.
 _MARKER = "_tpch.json"
 
 
-def repo_root() -> Path:
-    """The root of the source checkout this module belongs to (``src/<package>/test_utils/``)."""
-    return Path(__file__).resolve().parents[3]
+def repo_root() -> Path | None:
+    """The root of the source checkout this module runs from, or ``None`` for an installed package."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "pyproject.toml").is_file() and (root / "src").is_dir() else None
 
 
 def _data_root() -> Path:
     configured = os.environ.get(DATA_DIR_ENV)
-    return Path(configured) if configured else repo_root() / "data"
+    if configured:
+        return Path(configured)
+    checkout = repo_root()
+    if checkout is not None:
+        return checkout / "data"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "datafusion-distributed"
 
 
 def _format_scale_factor(scale_factor: float) -> str:
@@ -95,8 +103,8 @@ def tpch_data(scale_factor: float, parts: int = 4, *, data_dir: str | os.PathLik
 
     The data is generated on first use and reused afterwards. The folder contains one
     sub-folder per table in :data:`TPCH_TABLES`, each with files ``<table>.<k>.parquet``.
-    ``data_dir`` overrides where the cache lives (by default ``<repo>/data`` or
-    ``$DATAFUSION_DISTRIBUTED_DATA``); the data set is ``<data_dir>/tpch/sf<SF>-p<N>``.
+    ``data_dir`` overrides where the cache lives (by default as the module's docstring says);
+    the data set is ``<data_dir>/tpch/sf<SF>-p<N>``.
     """
     if parts < 1:
         raise ValueError(f"parts must be at least 1, got {parts}")

@@ -27,7 +27,7 @@ from ..execution_plans.object_stores import ObjectStores, with_store_hint
 from ..metrics.recorder import TaskRecorder
 from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, connect_options, read_pem, token_from_env
 from ..protocol.fetch import fetch_input
-from ..protocol.flight import ClientPool, ClientSettings, lost_worker, lost_worker_info
+from ..protocol.flight import ClientConfig, ClientPool, lost_worker, lost_worker_info
 from ..protocol.messages import (
     PROTOCOL_VERSION,
     FileLocation,
@@ -142,7 +142,7 @@ class FlightWorker(flight.FlightServerBase):
         self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
         self._clients = ClientPool(
-            ClientSettings(
+            ClientConfig(
                 timeout=fetch_timeout,
                 task_timeout=fetch_timeout,
                 auth_token=auth_token,

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, note, reject
 from hypothesis import strategies as st
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.local_check import plan_distributed, planning_context, run_distributed
@@ -189,7 +189,7 @@ def queries(draw) -> str:
 
 
 configs = st.builds(
-    PlannerConfig,
+    QueryPlanConfig,
     workers=st.integers(1, 3),
     partitions_per_task=st.integers(1, 2),
     bytes_per_partition=st.just(1),

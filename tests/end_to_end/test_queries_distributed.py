@@ -18,20 +18,20 @@ import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext, udf
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.test_utils.local_check import (
     assert_distributed_matches,
     planning_session_config,
 )
 
 CONFIGS = {
-    "w3-p2": PlannerConfig(
+    "w3-p2": QueryPlanConfig(
         workers=3, partitions_per_task=2, bytes_per_partition=1024, broadcast_total_rows=None
     ),
-    "w2-p1": PlannerConfig(
+    "w2-p1": QueryPlanConfig(
         workers=2, partitions_per_task=1, bytes_per_partition=1024, broadcast_total_rows=None
     ),
-    "w5-p3": PlannerConfig(
+    "w5-p3": QueryPlanConfig(
         workers=5, partitions_per_task=3, bytes_per_partition=1024, broadcast_total_rows=None
     ),
 }
@@ -98,7 +98,7 @@ def double_it(values: pa.Array) -> pa.Array:
     return pc.multiply(values, 2.0)
 
 
-def context(tables, config: PlannerConfig, join_mode: str = "collect"):
+def context(tables, config: QueryPlanConfig, join_mode: str = "collect"):
     session = planning_session_config(config)
     for key, value in JOIN_MODES[join_mode].items():
         session = session.set(key, value)

@@ -15,7 +15,7 @@ from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster, LocalCluster
 from datafusion_distributed.events import DistributedHandler
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_query
 
@@ -42,7 +42,7 @@ class StageByWorker(DistributedHandler):
 
 def served_file_bytes(cluster) -> int:
     """Bytes of output files the cluster's workers have copied out over Flight so far."""
-    settings = ClientSettings(auth_token=cluster.auth_token)
+    settings = ClientConfig(auth_token=cluster.auth_token)
     return sum(WorkerClient(url, settings).health()["served_file_bytes"] for url in cluster.get_urls())
 
 

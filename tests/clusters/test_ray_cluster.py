@@ -198,7 +198,7 @@ def test_an_actor_killed_mid_query_is_a_lost_worker_and_comes_back(cluster, tpch
 @pytest.mark.timeout(300)
 def test_the_example_runs():
     """examples/ray_cluster.py, in a process of its own: it starts and shuts down its own Ray."""
-    example = Path(__file__).parents[1] / "examples" / "ray_cluster.py"
+    example = Path(__file__).parents[2] / "examples" / "ray_cluster.py"
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     assert "the same answers as single-node DataFusion; cluster closed" in out.stdout

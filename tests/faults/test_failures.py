@@ -167,7 +167,7 @@ def test_a_task_that_cannot_reach_an_input_names_the_lost_worker():
     from datafusion_distributed import EmbeddedCluster
     from datafusion_distributed.distributed_planner.planner import input_marker
     from datafusion_distributed.errors import WorkerError
-    from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+    from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
     from datafusion_distributed.protocol.messages import FileLocation, RunTask, TaskInput
 
     gone = "grpc://127.0.0.1:9"  # the discard port: nothing listens there
@@ -192,7 +192,7 @@ def test_a_task_that_cannot_reach_an_input_names_the_lost_worker():
             ),
             worker=url,
         )
-        client = WorkerClient(url, ClientSettings(timeout=10, task_timeout=10, auth_token=cluster.auth_token))
+        client = WorkerClient(url, ClientConfig(timeout=10, task_timeout=10, auth_token=cluster.auth_token))
         with pytest.raises(WorkerError) as info:
             client.run_task(message)
         assert info.value.lost_worker == gone

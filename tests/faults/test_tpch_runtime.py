@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from datafusion_distributed import DistributedConfig, LocalCluster
-from datafusion_distributed.protocol.flight import ClientSettings, WorkerClient
+from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
@@ -43,7 +43,7 @@ def three_sharing_nothing(tpch_sf01, distributed_tpch):
 
 def served_file_bytes(cluster: LocalCluster) -> int:
     """Bytes of output files the workers have copied out over Flight so far."""
-    settings = ClientSettings(auth_token=cluster.auth_token)
+    settings = ClientConfig(auth_token=cluster.auth_token)
     return sum(WorkerClient(url, settings).health()["served_file_bytes"] for url in cluster.get_urls())
 
 

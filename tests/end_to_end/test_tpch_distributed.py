@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from datafusion_distributed.distributed_planner.config import PlannerConfig
+from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.compare import assert_tables_equal
@@ -34,7 +34,7 @@ _contexts: dict = {}
 _expected: dict = {}
 
 
-def _context(path, config: PlannerConfig):
+def _context(path, config: QueryPlanConfig):
     key = (str(path), config.target_partitions)
     if key not in _contexts:
         _contexts[key] = planning_context(config, lambda c: register_tpch(c, path))
@@ -51,7 +51,7 @@ def _single_node(ctx, n: int, target_partitions: int):
 @pytest.mark.parametrize(("workers", "partitions_per_task"), COMBINATIONS)
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS, ids=lambda n: f"q{n:02d}")
 def test_tpch_distributed_matches_single_node(n, workers, partitions_per_task, tpch_sf01):
-    config = PlannerConfig(
+    config = QueryPlanConfig(
         workers=workers,
         partitions_per_task=partitions_per_task,
         bytes_per_partition=BYTES_PER_PARTITION,
