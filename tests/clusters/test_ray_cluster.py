@@ -28,6 +28,7 @@ from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_
 ray = pytest.importorskip("ray")
 
 from datafusion_distributed import RayCluster  # noqa: E402 - only once Ray is known to be there
+from datafusion_distributed.clusters.ray import _resolve_placement  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=4 * 1024, connect_timeout=10)
@@ -94,7 +95,7 @@ def test_queries_on_ray_workers_match_single_node_and_close_leaves_nothing(
 @pytest.mark.parametrize(
     ("options", "error"),
     [
-        ({"placement": "everywhere"}, r"placement must be one of 'strict_spread', 'spread', 'pack'"),
+        ({"placement": "everywhere"}, r"placement must be one of 'auto', 'strict_spread', 'spread', 'pack'"),
         ({"n": 0}, "at least one worker"),
         ({"shared_spool_root": "/x"}, "do not share spools"),
         ({"auth_token": "with space"}, "token must be printable"),
@@ -123,7 +124,24 @@ def test_a_worker_that_fails_to_start_fails_the_cluster_with_its_reason(local_ra
 
 def test_more_workers_than_nodes_in_strict_spread_fail_in_time_naming_the_cause(local_ray):
     with pytest.raises(TimeoutError, match=r"did not start within 3s .*1 alive node.*node per worker"):
-        RayCluster(2, host=LOOPBACK, start_timeout=3)
+        RayCluster(2, placement="strict_spread", host=LOOPBACK, start_timeout=3)
+
+
+def test_by_default_more_workers_than_nodes_share_the_nodes_at_once(local_ray):
+    # a laptop's Ray has one node: the default placement must not wait for a second one
+    with RayCluster(2, host=LOOPBACK, start_timeout=20) as cluster:
+        assert cluster.placement == "spread"
+        assert len(cluster.get_urls()) == 2
+        with DistributedContext(workers=cluster) as dctx:
+            assert dctx.sql("SELECT count(*) AS n FROM generate_series(1, 1000)").to_pylist() == [{"n": 1000}]
+
+
+@pytest.mark.parametrize(
+    ("workers", "nodes", "chosen"), [(1, 1, "strict_spread"), (3, 3, "strict_spread"), (2, 1, "spread")]
+)
+def test_auto_placement_spreads_strictly_only_when_there_is_a_node_per_worker(workers, nodes, chosen):
+    assert _resolve_placement("auto", workers, nodes) == chosen
+    assert _resolve_placement("pack", workers, nodes) == "pack"
 
 
 @pytest.mark.slow

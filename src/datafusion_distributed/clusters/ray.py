@@ -41,10 +41,16 @@ from ..worker.flight_worker import FlightWorker
 
 log = logging.getLogger(__name__)
 
-# placement -> the placement group strategy it uses (None: no group, Ray's SPREAD scheduling)
+# placement -> the placement group strategy it uses (None: no group, Ray's SPREAD scheduling);
+# "auto" becomes "strict_spread" or "spread" once the nodes are known (`_resolve_placement`)
 STOP_TIMEOUT = 30.0  # seconds close() waits for the workers to stop before killing their actors
 RETRY_PAUSE = 0.2  # seconds between questions to a restarting actor
-PLACEMENTS: dict[str, str | None] = {"strict_spread": "STRICT_SPREAD", "spread": None, "pack": "PACK"}
+PLACEMENTS: dict[str, str | None] = {
+    "auto": None,
+    "strict_spread": "STRICT_SPREAD",
+    "spread": None,
+    "pack": "PACK",
+}
 
 
 class _RayWorker:
@@ -104,8 +110,11 @@ class RayCluster:
             "ray://head:10001" for Ray Client); None starts a local Ray (or joins the one
             `RAY_ADDRESS` names). A Ray this process had already initialised is used as it
             is, and left running on `close()`.
-        placement: "strict_spread" (the default: one worker per node, in a STRICT_SPREAD
-            placement group; `n` may not exceed the nodes), "spread" (Ray's SPREAD scheduling:
+        placement: "auto" (the default: "strict_spread" when the Ray cluster has a node per
+            worker, else "spread", so that a laptop's one-node Ray works at once),
+            "strict_spread" (one worker per node, in a STRICT_SPREAD placement group; workers
+            beyond the nodes wait, up to `start_timeout`, for nodes to join, as an autoscaling
+            cluster adds them), "spread" (Ray's SPREAD scheduling:
             spread as far as possible, several on one node if needed) or "pack" (a PACK
             placement group: as few nodes as possible, as in tests on one machine).
         host: the address each worker listens on and is reached at. Default: its node's IP
@@ -133,7 +142,7 @@ class RayCluster:
         n: int | None = None,
         *,
         address: str | None = None,
-        placement: str = "strict_spread",
+        placement: str = "auto",
         host: str | None = None,
         session_builder: SessionBuilder | None = None,
         auth_token: str | None = None,
@@ -174,7 +183,9 @@ class RayCluster:
         atexit.register(self.close)
         self._exit_key = exits.at_exit_signal(self.close, holds_handlers=True)
         try:
-            self.n = n if n is not None else len(alive_nodes())
+            nodes = len(alive_nodes())
+            self.n = n if n is not None else nodes
+            self.placement = _resolve_placement(placement, self.n, nodes)
             self._start(host, session_builder, num_cpus, max_restarts, actor_options or {}, worker_options)
             self.spool_dirs = self._wait_started(start_timeout)
         except BaseException:
@@ -302,6 +313,17 @@ def ask_actors(actors: list[Any], method: str, timeout: float) -> tuple[dict[int
             except ray.exceptions.RayError as exc:
                 failures[i] = exc
     return answers, failures
+
+
+def _resolve_placement(placement: str, workers: int, nodes: int) -> str:
+    """`placement`, with "auto" made "strict_spread" when there is a node per worker, else
+    "spread" (several workers share a node rather than wait for nodes that may never come)."""
+    if placement != "auto":
+        return placement
+    if workers <= nodes:
+        return "strict_spread"
+    log.info("%d Ray workers on %d alive node(s): spread, several to a node", workers, nodes)
+    return "spread"
 
 
 def alive_nodes() -> list[dict[str, Any]]:
