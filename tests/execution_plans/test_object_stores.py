@@ -8,7 +8,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from datafusion import SessionContext
+from datafusion import SessionConfig, SessionContext
+from datafusion.object_store import AmazonS3
 
 from datafusion_distributed import (
     DistributedConfig,
@@ -20,6 +21,8 @@ from datafusion_distributed import (
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 from tests.support.s3_server import (
+    TEST_ACCESS_KEY_ID,
+    TEST_REGION,
     TEST_SECRET_ACCESS_KEY,
     LocalS3Server,
     register_tpch_s3,
@@ -104,35 +107,81 @@ def test_credentials_are_never_shown(s3, tpch_sf001, caplog):
         assert TEST_SECRET_ACCESS_KEY not in text
 
 
-def test_a_store_registered_only_on_the_session_context_fails_clearly(s3):
-    """DataFusion's own store objects cannot travel: a query reading through one fails on the
-    workers naming the fix, never answering from another store."""
-    ctx = _single_node(s3, "sf001")
-    with DistributedContext(ctx, config=SPLIT) as dctx:
-        with pytest.raises(QueryFailed, match="register_object_store.*S3Store") as failed:
-            dctx.sql(tpch_query(3)).collect()
-        assert "No suitable object store found for s3://tpch-data" in str(failed.value)
-        with pytest.raises(TypeError, match="takes an S3Store"):
-            dctx.register_object_store("s3://", s3.store(BUCKET).build(), BUCKET)
+ONE_NODE_STORE = (
+    "DataSourceExec reads s3://tpch-data/, whose object store is registered only on the SessionContext"
+)
+
+
+@pytest.fixture(scope="module")
+def session_store_only(s3):
+    """A context whose bucket is registered the DataFusion way, on its SessionContext alone."""
+    with DistributedContext(SessionContext(), config=SPLIT) as dctx:
+        datafusions_own = AmazonS3(
+            bucket_name=BUCKET,
+            region=TEST_REGION,
+            endpoint=s3.endpoint,
+            access_key_id=TEST_ACCESS_KEY_ID,
+            secret_access_key=TEST_SECRET_ACCESS_KEY,
+            allow_http=True,
+        )
+        dctx.ctx.register_object_store("s3://", datafusions_own, BUCKET)
+        register_tpch_s3(dctx, BUCKET, "sf001")
+        yield dctx
+
+
+@pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS, ids=lambda n: f"q{n:02d}")
+def test_a_store_registered_only_on_the_session_context_runs_on_one_node(s3, session_store_only, n):
+    """DataFusion's own store objects cannot travel to the workers: a query reading through one
+    runs on one node, in the user's context, with the reason shown, and answers as DataFusion."""
+    sql = tpch_query(n)
+    df = session_store_only.sql(sql)
+    assert not df.distributed_plan().is_distributed
+    assert ONE_NODE_STORE in df.explain_string()
+    assert_tables_equal(df.to_arrow_table(), _single_node(s3, "sf001").sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_the_one_node_note_names_the_store(session_store_only):
+    assert f"one node ({ONE_NODE_STORE}" in session_store_only.sql(tpch_query(3))._repr_html_()
+    with pytest.raises(TypeError, match="takes an S3Store.*on one node"):
+        session_store_only.register_object_store("s3://", AmazonS3(bucket_name=BUCKET), BUCKET)
+
+
+def test_a_session_hook_may_register_a_store_the_library_does_not_send(s3):
+    """With a session hook the workers' sessions may have the store: the query is distributed."""
+    store = s3.store(BUCKET)
+
+    def with_the_bucket(config: SessionConfig) -> SessionContext:
+        ctx = SessionContext(config)
+        ctx.register_object_store("s3://", store.build(), BUCKET)
+        return ctx
+
+    sql = tpch_query(5)
+    with DistributedContext(_single_node(s3, "sf001"), session_builder=with_the_bucket, config=SPLIT) as dctx:
+        df = dctx.sql(sql)
+        assert df.distributed_plan().is_distributed
+        assert_tables_equal(df.to_arrow_table(), _single_node(s3, "sf001").sql(sql).to_arrow_table(), sql=sql)
 
 
 def test_a_store_one_query_brought_is_not_used_by_another(s3):
-    """Two contexts on one cluster: the second registered its store only on its SessionContext,
-    so its query fails even though the workers hold the first context's store of that bucket."""
+    """Two contexts on one cluster: the second registered its store only on its SessionContext
+    and has a session hook (so its queries are distributed) that registers none: its query
+    fails naming the fix, even though the workers hold the first context's store of that bucket."""
     with EmbeddedCluster(2) as cluster:
         with _distributed(s3, "sf001", workers=cluster, config=SPLIT) as first:
             assert first.sql("SELECT count(*) AS n FROM nation").to_pylist() == [{"n": 25}]
             assert first.sql(tpch_query(3)).count() == 10
-            with DistributedContext(_single_node(s3, "sf001"), workers=cluster, config=SPLIT) as second:
-                with pytest.raises(QueryFailed, match="No suitable object store"):
+            with DistributedContext(
+                _single_node(s3, "sf001"), workers=cluster, config=SPLIT, session_builder=SessionContext
+            ) as second:
+                with pytest.raises(QueryFailed, match="register_object_store.*S3Store") as failed:
                     second.sql(tpch_query(3)).collect()
+                assert "No suitable object store found for s3://tpch-data" in str(failed.value)
 
 
 def test_credentials_from_the_environment(s3, monkeypatch):
     """A store without keys takes them from the AWS_* variables of each process that builds it
     (here one process: the embedded workers'); the task messages then carry none."""
     from datafusion_distributed import S3Store
-    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)

@@ -104,7 +104,9 @@ class DistributedContext:
         config: planning and runtime settings (see `DistributedConfig`).
         session_builder: for the embedded cluster and the coordinator's head stage, a hook
             `(SessionConfig) -> SessionContext` building the context tasks run in (once per
-            worker, and once for the head stages of this context's queries).
+            worker, and once for the head stages of this context's queries). With a hook, scans
+            through object stores registered only on `ctx` stay distributed (the hook may
+            register them where tasks run); without one they run on one node.
         handlers: event handlers (see `events`), asked before the built-in ones: task counts,
             task routing, lifecycle events; and, on the embedded cluster's workers, plan rewrites.
         progress: show a live progress line while queries run (only on a terminal or in a
@@ -400,7 +402,7 @@ class DistributedContext:
 
         Raises:
             TypeError: `store` is not an S3Store (register other stores on each worker in a
-                session hook).
+                session hook, or on `ctx` alone: queries reading them then run on one node).
             ValueError: the URL is not the store's.
         """
         store = store_for_url(schema + (host or ""), store)

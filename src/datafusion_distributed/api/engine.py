@@ -101,6 +101,7 @@ class Engine:
         # embedded cluster) alive until the garbage collector finds it
         self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
+        self._session_hook = session_builder is not None  # it may register stores of its own
         self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
         self._closed = False
 
@@ -196,7 +197,7 @@ class Engine:
             )
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 
-        plan = choose_plan(df, self.ctx, cut, stores)
+        plan = choose_plan(df, self.ctx, cut, stores, self._session_hook)
         options = RunOptions(self.exchange_compression(config), config.task_attempts, config.query_timeout)
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
 

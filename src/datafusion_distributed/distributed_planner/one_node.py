@@ -1,9 +1,10 @@
 """Whether a query runs on one node, and why: decided from the structure of its plans.
 
 Some statements must never be planned twice (DataFusion acts on them while planning), some
-are over once planned, some writes cannot be staged, and a plan that did not travel must not
-read a work-unit feed. Everything else is cut into stages by `plan_query`; a plan it keeps on
-one node runs exactly what the user's own context would run.
+are over once planned, some writes cannot be staged, some scans read through an object store
+only the user's context has, and a plan that did not travel must not read a work-unit feed.
+Everything else is cut into stages by `plan_query`; a plan it keeps on one node runs exactly
+what the user's own context would run.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from datafusion import DataFrame, SessionContext
 from datafusion.expr import DmlStatement, EmptyRelation
 from datafusion.plan import LogicalPlan
 
+from ..codec import scan_kind
 from ..codec.feed_scan import FEED_FILE_PREFIX
+from ..codec.scan import object_store_url
 from ..errors import QueryFailed
 from ..execution_plans.object_stores import ObjectStores, bucket_of
 from ..execution_plans.stage import DistributedPlan
@@ -30,6 +33,8 @@ RAN_WHEN_PLANNED = (
 
 # DataFusion's write operations that insert rows: planned as plans of rows, and split into tasks
 INSERTS = ("Append", "Overwrite", "Replace")
+
+LOCAL_STORE = "file:///"  # the store of local files, which every session has
 
 
 def ran_when_planned(logical: LogicalPlan) -> bool:
@@ -62,6 +67,29 @@ def unstaged_write(plan: DistributedPlan, stores: ObjectStores) -> str:
     )
 
 
+def unreachable_store(plan: DistributedPlan, stores: ObjectStores, session_hook: bool) -> str:
+    """Why the tasks of `plan` could not read what its scans read ("" if they can): a scan of
+    an object store other than local files and the `stores` registered with the library reads
+    through a store registered only on the user's SessionContext (DataFusion's store objects
+    cannot be read back to send them), unless a session hook may register it in the sessions
+    tasks run in (`session_hook`: the context has one)."""
+    if session_hook:
+        return ""
+    sent = {store.url for store in stores}
+    for node in plan.final.root.walk():  # the final stage's root is the whole plan's
+        if scan_kind(node.raw) is None:
+            continue
+        url = object_store_url(node.raw)
+        if url == LOCAL_STORE or url.rstrip("/") in sent:
+            continue
+        return (
+            f"{node.name} reads {url[:200]}, whose object store is registered only on the "
+            "SessionContext (not with DistributedContext.register_object_store and an S3Store, "
+            "nor by a session hook): the workers cannot read it"
+        )
+    return ""
+
+
 def check_feed_reads(plan: DistributedPlan) -> None:
     """Refuse a plan that would read a work-unit feed's table from DataFusion's own plan: its
     units are read only by plans that travel as bytes, so it would read no row."""
@@ -84,10 +112,12 @@ def choose_plan(
     ctx: SessionContext,
     cut: Callable[[LogicalPlan], DistributedPlan],
     stores: ObjectStores,
+    session_hook: bool = False,
 ) -> DistributedPlan:
     """The plan `df` (a DataFrame of the user's context `ctx`) runs as: `cut(logical plan)`, the
     plan cut into stages, unless the query must stay on one node; then DataFusion's own plan
-    of it in `ctx`, with the reason."""
+    of it in `ctx`, with the reason. `stores` travel with the tasks; `session_hook`: the
+    sessions tasks run in are built by the user's hook, which may register other stores."""
     logical = df.logical_plan()
     try:
         if acts_when_planned(logical):
@@ -96,9 +126,12 @@ def choose_plan(
             plan = single_node_plan(df.execution_plan(), ctx, RAN_WHEN_PLANNED)
         else:
             plan = cut(logical)
-            unstaged = unstaged_write(plan, stores)
-            if unstaged:
-                plan = single_node_plan(df.execution_plan(), ctx, unstaged)
+            from_bytes = bool(not plan.in_memory or plan.feeds)  # run in sessions other than `ctx`
+            here = unstaged_write(plan, stores) or (
+                unreachable_store(plan, stores, session_hook) if from_bytes else ""
+            )
+            if here:
+                plan = single_node_plan(df.execution_plan(), ctx, here)
             elif plan.feeds and plan.in_memory:
                 # one task, run here; from its bytes, so that it reads the feed's units
                 plan = dataclasses.replace(plan, physical=None, session=None)

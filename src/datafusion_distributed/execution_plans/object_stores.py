@@ -2,9 +2,10 @@
 
 A plan names its files by URL (`s3://bucket/key`) and DataFusion finds the store for a URL in
 the session's runtime. DataFusion's own store objects (`datafusion.object_store.AmazonS3`) cannot
-be read back once made, so they cannot be sent to a worker; an `S3Store` is the description the
-library sends with each task instead, and each session a task runs in (a worker's, the
-coordinator's head stage) builds and registers the same store from it.
+be read back once made, so they cannot be sent to a worker (a query reading through one runs on
+one node, in the user's context); an `S3Store` is the description the library sends with each
+task instead, and each session a task runs in (a worker's, the coordinator's head stage) builds
+and registers the same store from it.
 
 An `S3Store` holds credentials only when they are given explicitly. They travel inside the task
 messages (use TLS between machines) and are never shown: not by `repr`, `str`, `explain()`, logs,
@@ -146,8 +147,9 @@ def store_for_url(url: str, store: Any) -> S3Store:
         raise TypeError(
             "DistributedContext.register_object_store takes an S3Store, which every worker can "
             f"rebuild, not {type(store).__module__}.{type(store).__name__}: DataFusion's stores cannot "
-            "be read back to send them. Register other stores on each worker in a session hook "
-            "(see docs/object-stores.md)"
+            "be read back to send them. Register other stores on each worker in a session hook, "
+            "or on the SessionContext alone (DistributedContext.ctx.register_object_store), where "
+            "queries reading them run on one node (see docs/object-stores.md)"
         )
     if url.rstrip("/") != store.url:
         raise ValueError(f"the S3Store of bucket {store.bucket!r} serves {store.url}, not {url[:200]!r}")
