@@ -75,3 +75,53 @@ def test_a_frozen_worker_costs_the_liveness_timeout_not_the_task_timeout(tpch_sf
         # the liveness timeout, a probe interval, and the query itself on a busy machine
         assert seconds < LIVENESS_TIMEOUT + 45, f"took {seconds:.1f}s"
     assert_tables_equal(got, single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+
+
+class FreezeAtEnd:
+    """Freezes (SIGSTOP) a worker that ran a task of the query once its result is complete,
+    just before the query's data is released: no task of it runs there any more."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.pids = dict(zip(cluster.get_urls(), (p.pid for p in cluster.processes), strict=True))
+        self.ran: list[str] = []
+        self.frozen: list[int] = []
+
+    def on_event(self, event) -> None:
+        if event.kind is EventKind.TASK_FINISHED and event.worker in self.pids:
+            self.ran.append(event.worker)
+        if event.kind is EventKind.QUERY_FINISHED and self.ran and not self.frozen:
+            self.frozen.append(self.pids[self.ran[0]])
+            os.kill(self.frozen[0], signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.frozen:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_frozen_before_the_release_costs_the_liveness_timeout_not_the_connect_timeout(
+    tpch_sf001, single_node_sf001
+):
+    sql = tpch_query(9)
+    ctx = SessionContext()
+    register_tpch(ctx, tpch_sf001)
+    config = DistributedConfig(
+        partitions_per_task=2,
+        bytes_per_partition=64 * 1024,
+        connect_timeout=TASK_TIMEOUT,  # far above what the query may take: waiting for it is the bug
+        task_timeout=TASK_TIMEOUT,
+        liveness_timeout=LIVENESS_TIMEOUT,
+    )
+    with LocalCluster(3) as cluster:
+        freezer = FreezeAtEnd(cluster)
+        try:
+            with DistributedContext(ctx, workers=cluster, config=config, handlers=[freezer]) as dctx:
+                started = time.monotonic()
+                got = dctx.sql(sql).to_arrow_table()
+                seconds = time.monotonic() - started
+        finally:
+            freezer.thaw()
+        assert freezer.frozen, "no task ran on a worker: the test froze nothing"
+        # the liveness timeout, a probe interval, and the query itself on a busy machine
+        assert seconds < LIVENESS_TIMEOUT + 45, f"took {seconds:.1f}s"
+    assert_tables_equal(got, single_node_sf001.sql(sql).to_arrow_table(), sql=sql)

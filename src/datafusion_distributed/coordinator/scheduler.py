@@ -20,7 +20,7 @@ import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..common.threads import kept_threads, map_concurrently
+from ..common.threads import kept_threads
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
@@ -388,15 +388,36 @@ class QueryRun:
         background (one may have come back), without waiting; their TTL sweep is the backstop.
 
         Sent as `cancel`, which also stops any task of the query still running (after an error,
-        a cancellation or an early close) and refuses late ones."""
-        self.state.liveness.forget(self.state.query_id)
-        self.shipper.discard()
-        for url in sorted(self.state.contacted & self.state.dead):
-            kept_threads.submit(self._cancel_on, url)  # bounded by connect_timeout; errors ignored
-        live = sorted(self.state.contacted - self.state.dead)
-        for url, error in zip(live, map_concurrently(self._cancel_on, live, len(live)), strict=True):
-            if error is not None:
-                log.warning("could not release query %s on %s: %s", self.state.query_id, url, error)
+        a cancellation or an early close) and refuses late ones. The workers stay probed until
+        every call has answered: one that stops answering meanwhile (frozen after its last task)
+        is given up on once lost to liveness, as during the query, rather than after
+        `connect_timeout`; its call goes on in the background."""
+        try:
+            self.shipper.discard()
+            for url in sorted(self.state.contacted & self.state.dead):
+                kept_threads.submit(self._cancel_on, url)  # bounded by connect_timeout; errors ignored
+            calls = {
+                kept_threads.submit(self._cancel_on, url): url
+                for url in sorted(self.state.contacted - self.state.dead)
+            }
+            pending = set(calls)
+            while pending:
+                done, pending = wait(pending, timeout=POLL_SECONDS)
+                for call in done:
+                    if (error := call.result()) is not None:
+                        log.warning(
+                            "could not release query %s on %s: %s", self.state.query_id, calls[call], error
+                        )
+                for call in [c for c in pending if self.state.liveness.lost(calls[c])]:
+                    pending.discard(call)  # left to finish (or time out) in the background
+                    log.warning(
+                        "could not release query %s on %s: %s",
+                        self.state.query_id,
+                        calls[call],
+                        self.state.liveness.unreachable(calls[call]),
+                    )
+        finally:
+            self.state.liveness.forget(self.state.query_id)
 
     def _cancel_on(self, url: str) -> Exception | None:
         try:
