@@ -82,6 +82,43 @@ def test_python_udf_runs_on_workers(dctx, single):
     assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
 
 
+class UdfError(Exception):
+    pass
+
+
+def raising(exc: Exception):
+    def raise_it(arr: pa.Array) -> pa.Array:
+        raise exc
+
+    return raise_it
+
+
+@pytest.mark.parametrize(
+    ("exc", "shown"),
+    [
+        (ValueError("bad input"), "ValueError: bad input"),
+        (UdfError("it's \"quoted\"\nand two lines"), f"{__name__}.UdfError: it's \"quoted\"\nand two lines"),
+        (ZeroDivisionError(), "ZeroDivisionError"),
+    ],
+)
+@pytest.mark.parametrize("where", ["worker", "coordinator"])
+def test_a_failing_udf_is_reported_as_its_exception(dctx, exc, shown, where):
+    name = f"raising_{type(exc).__name__.lower()}"
+    dctx.register_udf(udf(raising(exc), [pa.float64()], pa.float64(), "immutable", name))
+    if where == "worker":
+        sql = f"SELECT grp, sum({name}(x)) AS s FROM t_parquet GROUP BY grp"
+        assert dctx.sql(sql).distributed_plan().is_distributed
+    else:  # a last stage of one task runs in the coordinator
+        sql = f"SELECT {name}(x) FROM t_parquet WHERE id = 1 LIMIT 1"
+    with pytest.raises(QueryFailed) as raised:
+        dctx.sql(sql).to_arrow_table()
+    message = str(raised.value)
+    assert f"on the {where}" in message or where == "worker"
+    assert "PyErr" not in message
+    assert f"Execution error: {shown}\nTraceback (most recent call last):\n" in message
+    assert "in raise_it" in message
+
+
 def test_result_forms(dctx, single):
     sql = "SELECT id, grp FROM t_parquet WHERE id < 10 ORDER BY id"
     expected = single.sql(sql).to_arrow_table()
