@@ -97,7 +97,7 @@ def raising(exc: Exception):
     ("exc", "shown"),
     [
         (ValueError("bad input"), "ValueError: bad input"),
-        (UdfError("it's \"quoted\"\nand two lines"), f"{__name__}.UdfError: it's \"quoted\"\nand two lines"),
+        (UdfError('it\'s "quoted"\nand two lines'), f'{__name__}.UdfError: it\'s "quoted"\nand two lines'),
         (ZeroDivisionError(), "ZeroDivisionError"),
     ],
 )
