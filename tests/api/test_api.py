@@ -11,7 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext, udf
 
-from datafusion_distributed import DistributedConfig, DistributedContext, EnvResolver, StaticResolver
+from datafusion_distributed import (
+    DistributedConfig,
+    DistributedContext,
+    EnvResolver,
+    QueryFailed,
+    StaticResolver,
+)
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 
 CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=1)
@@ -76,6 +82,43 @@ def test_python_udf_runs_on_workers(dctx, single):
     assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
 
 
+class UdfError(Exception):
+    pass
+
+
+def raising(exc: Exception):
+    def raise_it(arr: pa.Array) -> pa.Array:
+        raise exc
+
+    return raise_it
+
+
+@pytest.mark.parametrize(
+    ("exc", "shown"),
+    [
+        (ValueError("bad input"), "ValueError: bad input"),
+        (UdfError('it\'s "quoted"\nand two lines'), f'{__name__}.UdfError: it\'s "quoted"\nand two lines'),
+        (ZeroDivisionError(), "ZeroDivisionError"),
+    ],
+)
+@pytest.mark.parametrize("where", ["worker", "coordinator"])
+def test_a_failing_udf_is_reported_as_its_exception(dctx, exc, shown, where):
+    name = f"raising_{type(exc).__name__.lower()}"
+    dctx.register_udf(udf(raising(exc), [pa.float64()], pa.float64(), "immutable", name))
+    if where == "worker":
+        sql = f"SELECT grp, sum({name}(x)) AS s FROM t_parquet GROUP BY grp"
+        assert dctx.sql(sql).distributed_plan().is_distributed
+    else:  # a last stage of one task runs in the coordinator
+        sql = f"SELECT {name}(x) FROM t_parquet WHERE id = 1 LIMIT 1"
+    with pytest.raises(QueryFailed) as raised:
+        dctx.sql(sql).to_arrow_table()
+    message = str(raised.value)
+    assert f"on the {where}" in message or where == "worker"
+    assert "PyErr" not in message
+    assert f"Execution error: {shown}\nTraceback (most recent call last):\n" in message
+    assert "in raise_it" in message
+
+
 def test_result_forms(dctx, single):
     sql = "SELECT id, grp FROM t_parquet WHERE id < 10 ORDER BY id"
     expected = single.sql(sql).to_arrow_table()
@@ -98,6 +141,35 @@ def test_empty_result_keeps_schema(dctx):
 def test_table_and_read_parquet(dctx, data_dir):
     assert dctx.table("t_parquet").count() == 3000
     assert dctx.read_parquet(str(data_dir / "parquet")).count() == 3000
+
+
+REGISTER_CALLS = ["register_parquet", "register_csv", "register_json", "register_arrow", "register_avro"]
+READ_CALLS = ["read_parquet", "read_csv", "read_json", "read_arrow", "read_avro"]
+
+
+@pytest.mark.parametrize("call", REGISTER_CALLS + ["register_listing_table"] + READ_CALLS)
+def test_a_missing_path_raises_file_not_found_naming_it(dctx, tmp_path, call):
+    extension = "parquet" if call == "register_listing_table" else call.split("_", 1)[1]
+    missing = str(tmp_path / "no" / f"such.{extension}")
+    args = (missing,) if call.startswith("read_") else ("missing_t", missing)
+    with pytest.raises(FileNotFoundError, match="such") as raised:
+        getattr(dctx, call)(*args)
+    assert raised.value.filename == missing
+    assert missing in str(raised.value)
+    assert not dctx.table_exist("missing_t")
+
+
+def test_a_missing_file_url_is_named_too(dctx, tmp_path):
+    missing = f"file://{tmp_path / 'gone.csv'}"
+    with pytest.raises(FileNotFoundError) as raised:
+        dctx.register_csv("missing_t", missing)
+    assert raised.value.filename == missing
+
+
+def test_other_registration_failures_are_query_failures(dctx, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(QueryFailed, match="No files found"):
+        dctx.register_parquet("empty_t", str(tmp_path / "empty"))
 
 
 def test_show_and_explain(dctx, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import logging
 import threading
 import time
 
@@ -111,3 +112,28 @@ def test_ctrl_c_stops_the_remote_tasks(ctx, cluster):
         thread.join()
         assert time.monotonic() - interrupted_at[0] < 3
         _assert_spool_empties(cluster)
+
+
+def test_a_cancelled_task_is_logged_as_a_cancel_not_a_failure(ctx, caplog):
+    caplog.set_level(logging.DEBUG, logger="datafusion_distributed.worker")
+    with DistributedContext(ctx, config=CONFIG) as dctx:  # the embedded cluster: workers log here
+        df = dctx.sql(SLOW_SQL)
+        thread = _when_running(dctx._cluster, df.cancel)
+        with pytest.raises(QueryCancelled):
+            df.to_arrow_table()
+        thread.join()
+
+        def worker_lines(part: str = "") -> list[logging.LogRecord]:
+            lines = [r for r in caplog.records if r.name.startswith("datafusion_distributed.worker")]
+            return [r for r in lines if part in r.getMessage()]
+
+        deadline = time.monotonic() + 20  # before the workers stop: every task has ended
+        while len(worker_lines(" failed: ") + worker_lines(" cancelled: ")) < len(
+            worker_lines("running query")
+        ):
+            assert time.monotonic() < deadline, [r.getMessage() for r in worker_lines()]
+            time.sleep(0.05)
+    cancels = worker_lines(" cancelled: ")
+    assert len(cancels) == len(worker_lines("running query")) > 0
+    assert all(r.levelno == logging.DEBUG and "the query was cancelled" in r.getMessage() for r in cancels)
+    assert not [r.getMessage() for r in worker_lines() if r.levelno >= logging.WARNING]

@@ -66,8 +66,15 @@ def _same(ctx, dctx, sql: str):
 LOSSY = {
     "window IGNORE NULLS": "SELECT a, b, first_value(b) IGNORE NULLS OVER (PARTITION BY a ORDER BY c) FROM t",
     "window FILTER": "SELECT a, count(*) FILTER (WHERE b > 1) OVER (PARTITION BY a ORDER BY c) FROM t",
-    "nth_value descending": "SELECT a, c, nth_value(b, 2) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
-    "lag": "SELECT a, c, lag(b) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
+    # DataFusion reverses the second window to share the first one's sort
+    "lag and lead reversed": (
+        "SELECT a, c, lag(b) OVER (PARTITION BY a ORDER BY c DESC) AS p, "
+        "lead(b, 2) OVER (PARTITION BY a ORDER BY c) AS q FROM t"
+    ),
+    "nth_value reversed": (
+        "SELECT a, c, sum(b) OVER (PARTITION BY a ORDER BY c DESC) AS s, "
+        "nth_value(b, 2) OVER (PARTITION BY a ORDER BY c) AS n FROM t"
+    ),
     "float16": "SELECT f, count(*) FROM h GROUP BY f",
 }
 
@@ -77,6 +84,22 @@ def test_constructs_serialisation_loses_run_on_one_node(ctx, dctx, sql):
     plan = _same(ctx, dctx, sql)
     assert plan.in_memory and "when the plan is serialised" in plan.single_node
     assert "runs on one node" in dctx.sql(sql).explain_string()
+
+
+# Windows sorted for themselves, as written: hash-partitioned by their PARTITION BY keys.
+SHIFTING_WINDOWS = {
+    "lag": "SELECT a, c, lag(b) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
+    "lead with a default": "SELECT a, c, lead(b, 3, -1) OVER (PARTITION BY a ORDER BY c) FROM t",
+    "nth_value descending": "SELECT a, c, nth_value(b, 2) OVER (PARTITION BY a ORDER BY c DESC) FROM t",
+    "lag by two keys": "SELECT a, b, c, lag(c, 2) OVER (PARTITION BY a, b ORDER BY c) FROM t",
+}
+
+
+@pytest.mark.parametrize("sql", SHIFTING_WINDOWS.values(), ids=SHIFTING_WINDOWS.keys())
+def test_partitioned_lag_lead_and_nth_value_run_distributed(ctx, dctx, sql):
+    plan = _same(ctx, dctx, sql)
+    assert plan.is_distributed and not plan.single_node, plan.single_node
+    assert "Hash([a@" in dctx.sql(sql).explain_string()
 
 
 SAME = {

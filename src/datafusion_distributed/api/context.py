@@ -4,6 +4,7 @@ queries on the user's SessionContext and makes DistributedDataFrames that run th
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import inspect
 import re
@@ -15,6 +16,7 @@ import pyarrow as pa
 from datafusion import DataFrame, SessionContext, SQLOptions
 
 from ..clusters.embedded import EmbeddedCluster
+from ..common.fs import missing_local_path
 from ..coordinator.liveness import LivenessMonitor
 from ..errors import InvalidSetting, QueryFailed
 from ..events.chain import HandlerChain
@@ -61,6 +63,40 @@ def _on_ctx(
     return on_ctx
 
 
+def _raise_if_path_missing(method: Callable[..., Any], args: tuple, kwargs: dict, exc: Exception) -> None:
+    """FileNotFoundError naming the path, when `method` (a SessionContext call reading files)
+    failed with `exc` because its local `path` does not exist: DataFusion says so only in a
+    bare Exception's text, which a user cannot catch apart from any other failure."""
+    try:
+        path = inspect.signature(method).bind(None, *args, **kwargs).arguments.get("path")
+    except TypeError:
+        return
+    missing = missing_local_path(path)
+    if missing is not None:
+        raise FileNotFoundError(
+            errno.ENOENT, f"{method.__name__}: no such file or directory", missing
+        ) from exc
+
+
+def _on_ctx_reading(
+    method: Callable[Concatenate[SessionContext, P], R],
+) -> Callable[Concatenate[DistributedContext, P], R]:
+    """`method` of SessionContext registering files as a table, called on the wrapped context
+    (its signature and docstring): a missing local path raises FileNotFoundError naming it,
+    DataFusion's other errors become QueryFailed, as the `read_*` calls raise."""
+
+    @functools.wraps(method)
+    def on_ctx(self: DistributedContext, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return getattr(self.ctx, method.__name__)(*args, **kwargs)
+        except Exception as exc:  # DataFusion raises plain Exception
+            _raise_if_path_missing(method, args, kwargs, exc)
+            raise QueryFailed.of(exc) from exc
+
+    on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
+    return on_ctx
+
+
 def _on_engine(
     method: Callable[Concatenate[Engine, P], R],
 ) -> Callable[Concatenate[DistributedContext, P], R]:
@@ -78,11 +114,16 @@ def _made_on_ctx(
     method: Callable[Concatenate[SessionContext, P], DataFrame],
 ) -> Callable[Concatenate[DistributedContext, P], DistributedDataFrame]:
     """`method`, a SessionContext call that makes a DataFrame, made on the wrapped context and
-    returned distributed; DataFusion's errors become QueryFailed."""
+    returned distributed; DataFusion's errors become QueryFailed, a missing local `path`
+    FileNotFoundError naming it."""
 
     @functools.wraps(method)
     def made_on_ctx(self: DistributedContext, *args: P.args, **kwargs: P.kwargs) -> DistributedDataFrame:
-        return self._frame(getattr(self.ctx, method.__name__), *args, **kwargs)
+        try:
+            return self._frame(getattr(self.ctx, method.__name__), *args, **kwargs)
+        except QueryFailed as exc:
+            _raise_if_path_missing(method, args, kwargs, exc)
+            raise
 
     made_on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
     made_on_ctx.__doc__ = (
@@ -314,12 +355,12 @@ class DistributedContext:
     from_polars = _made_on_ctx(SessionContext.from_polars)
 
     # -- tables, functions and catalogs: the wrapped SessionContext's own -----------------------
-    register_parquet = _on_ctx(SessionContext.register_parquet)
-    register_csv = _on_ctx(SessionContext.register_csv)
-    register_json = _on_ctx(SessionContext.register_json)
-    register_arrow = _on_ctx(SessionContext.register_arrow)
-    register_avro = _on_ctx(SessionContext.register_avro)
-    register_listing_table = _on_ctx(SessionContext.register_listing_table)
+    register_parquet = _on_ctx_reading(SessionContext.register_parquet)
+    register_csv = _on_ctx_reading(SessionContext.register_csv)
+    register_json = _on_ctx_reading(SessionContext.register_json)
+    register_arrow = _on_ctx_reading(SessionContext.register_arrow)
+    register_avro = _on_ctx_reading(SessionContext.register_avro)
+    register_listing_table = _on_ctx_reading(SessionContext.register_listing_table)
     register_record_batches = _on_ctx(SessionContext.register_record_batches)
     register_batch = _on_ctx(SessionContext.register_batch)
     register_table = _on_ctx(SessionContext.register_table)

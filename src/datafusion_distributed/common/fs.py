@@ -29,3 +29,25 @@ def lies_in(real_path: str, folders: Sequence[str]) -> bool:
     """Whether `real_path` (links already resolved) lies inside one of `folders` (links
     resolved too): a link planted in a folder cannot make a file outside it pass."""
     return any(real_path.startswith(_real_folder(folder)) for folder in folders)
+
+
+_GLOB = ("*", "?", "[")
+
+
+def missing_local_path(path: object) -> str | None:
+    """The first of `path` (a local path, a `file://` URL, or a list of them) that names no
+    file or folder, as given; None when all exist, or name another store or a glob pattern,
+    whose failures only the store can explain."""
+    paths = path if isinstance(path, (list, tuple)) else [path]
+    for one in paths:
+        if not isinstance(one, (str, os.PathLike)):
+            continue
+        text = os.fspath(one)
+        if not isinstance(text, str):
+            continue
+        local = text[len("file://") :] if text.startswith("file://") else text
+        if "://" in local or any(mark in local for mark in _GLOB):
+            continue
+        if not os.path.exists(local):
+            return text
+    return None

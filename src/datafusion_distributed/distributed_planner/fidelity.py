@@ -32,16 +32,54 @@ LOST_WHEN_ENCODED: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_WINDOW + r".*IGNORE NULLS"), "IGNORE NULLS of a window function is dropped"),
     (re.compile(_WINDOW + r".*FILTER \(WHERE"), "the FILTER clause of a window aggregate is dropped"),
     (
-        # a window function DataFusion reversed to use its input's order is decoded unreversed,
-        # and these three compute something else reversed (offset or n negated)
-        re.compile(_WINDOW + r".*\b(?:lag|lead|nth_value)\("),
-        "the reversal of lag, lead or nth_value is dropped",
-    ),
-    (
         re.compile(r"\.(?:gz|bz2|xz|zst)\b.*file_type=csv"),
         "the compression of a CSV scan is dropped",
     ),
 )
+
+
+# A window function DataFusion reversed to use its input's order is decoded unreversed, and
+# these three then read another row (their offset or n negated). A reversed function keeps its
+# name, frame included, while its own frame is reversed: a frame that differs from its name's
+# tells a reversal; a frame that reads the same reversed cannot tell, so it is refused too.
+_SHIFTING = re.compile(r"\b(?:lag|lead|nth_value)\(")
+_BOUND = r"(?:UNBOUNDED PRECEDING|UNBOUNDED FOLLOWING|CURRENT ROW|\S+ PRECEDING|\S+ FOLLOWING)"
+_FRAME = rf"(?:ROWS|RANGE|GROUPS) BETWEEN (?P<start>{_BOUND}) AND (?P<end>{_BOUND})"
+_NAMED_FRAME = re.compile(rf"{_FRAME}: (?:Ok\()?Field \{{")
+_SHOWN_FRAME = re.compile(rf", frame: {_FRAME}")
+REVERSED = "the reversal of lag, lead or nth_value (DataFusion's, to use its input's order) is dropped"
+UNTELLABLE = (
+    "lag, lead or nth_value over a frame that reads the same reversed (or is not shown as one): "
+    "whether DataFusion reversed it, which serialisation drops, cannot be told"
+)
+
+
+def _reversed_bound(bound: str) -> str:
+    if bound.endswith(" PRECEDING"):
+        return bound.removesuffix(" PRECEDING") + " FOLLOWING"
+    if bound.endswith(" FOLLOWING"):
+        return bound.removesuffix(" FOLLOWING") + " PRECEDING"
+    return bound
+
+
+def shifting_window_lost(line: str) -> str | None:
+    """Why the window node of display `line` computes another lag, lead or nth_value once
+    serialised (DataFusion reversed it), or cannot be shown not to; None if each of them runs
+    as written (a lag of a window sorted for it: a PARTITION BY ... ORDER BY window)."""
+    if not re.match(_WINDOW, line.lstrip()):
+        return None
+    pos = 0
+    while (found := _SHIFTING.search(line, pos)) is not None:
+        named = _NAMED_FRAME.search(line, found.end())
+        shown = _SHOWN_FRAME.search(line, named.end()) if named else None
+        if named is None or shown is None:
+            return UNTELLABLE
+        if (named["start"], named["end"]) != (shown["start"], shown["end"]):
+            return REVERSED
+        if _reversed_bound(named["end"]) == named["start"]:
+            return UNTELLABLE
+        pos = shown.end()
+    return None
 
 
 # (pattern in a node's display line, why DataFusion's plan for other settings than the user's
@@ -114,6 +152,9 @@ def lost_construct(root: PlanNode) -> str | None:
         for pattern, why in LOST_WHEN_ENCODED:
             if pattern.search(node.line):
                 return f"{node.name}: {why} when the plan is serialised"
+        why_window = shifting_window_lost(node.line)
+        if why_window is not None:
+            return f"{node.name}: {why_window} when the plan is serialised"
         for pattern, why in REPLANNING_HAZARDS:
             if pattern.search(node.line):
                 return f"{node.name}: {why}"

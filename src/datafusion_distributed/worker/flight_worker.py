@@ -395,7 +395,12 @@ class FlightWorker(flight.FlightServerBase):
         except BaseException as exc:  # a panic inside DataFusion fails the task like any error
             if not is_failure(exc):
                 raise
-            log.warning("%s failed: %s", name, exc)
+            if self._stopped.is_set():  # stopped with the worker, not failed
+                log.info("%s stopped, the worker is stopping: %s", name, exc)
+            elif cancelled():  # its query was cancelled: a user's choice, not a failure
+                log.debug("%s cancelled: %s", name, exc)
+            else:
+                log.warning("%s failed: %s", name, exc)
             if self._stopped.is_set():  # stopped, not failed: the coordinator retries it elsewhere
                 lost, text = message.worker, "the worker is stopping"
             else:
