@@ -193,6 +193,11 @@ def test_chain_order_user_first_then_defaults():
     chain = HandlerChain([Fixed()])
     answer, handler = chain.task_count(None)
     assert answer == TaskCount(3) and isinstance(handler, Fixed)
-    assert [type(h).__name__ for h in chain.handlers] == ["Fixed", "ScanSizeTaskCount", "RoundRobinRouting"]
+    assert [type(h).__name__ for h in chain.handlers] == [
+        "Fixed",
+        "ScanSizeTaskCount",
+        "RoundRobinRouting",
+        "InputSizeAdaptation",
+    ]
     with pytest.raises(ValueError):
         TaskCount(0)

@@ -27,16 +27,23 @@ def test_explain_analyze_renders_tpch(dctx, n):
     df = dctx.sql(tpch_query(n))
     text = df.explain_string(analyze=True)
     plan = df.distributed_plan()
+    ran = df.metrics.plan_as_run or plan  # re-planned from its stages' sizes as it ran
     assert text.startswith("Query ")
-    for stage in plan.stages:
+    for stage in ran.stages:
         assert f"Stage {stage.id} " in text
+    for decision in df.metrics.adaptations:
+        if decision.folded_into is not None:
+            assert f"adaptive: stage {decision.stage} runs inside stage {decision.folded_into}" in text
     # every stage ran and reports its totals; nodes carry metrics
-    assert text.count("│ metrics: ") == len(plan.stages)
+    assert text.count("│ metrics: ") == len(ran.stages)
     assert "(stage did not run)" not in text
     assert "metrics=[output_rows=" in text
     # the final stage's rows are the result's rows
     rows = len(df.to_pylist())
-    final = re.search(rf"Stage {plan.final.id} .*?\n(?:│ tasks:.*\n)?│ metrics: .*?output_rows=(\d+)", text)
+    final = re.search(
+        rf"Stage {plan.final.id} .*?\n(?:│ tasks:.*\n)?(?:│ adaptive:.*\n)*│ metrics: .*?output_rows=(\d+)",
+        text,
+    )
     assert final is not None and int(final.group(1)) == rows
 
 

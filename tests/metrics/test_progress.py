@@ -11,7 +11,7 @@ from datafusion import SessionContext
 from rich.console import Console
 
 from datafusion_distributed import DistributedContext, QueryCancelled, QueryFailed, QueryTimedOut
-from datafusion_distributed.events import Event, EventKind
+from datafusion_distributed.events import AdaptiveDecision, Event, EventKind
 from datafusion_distributed.metrics.progress import ProgressDisplay, QueryProgress
 
 QUERY = "SELECT x % 3 AS k, count(*) AS n FROM t GROUP BY 1 ORDER BY 1"
@@ -70,6 +70,15 @@ def test_counters():
     progress.update(Event(EventKind.STAGE_FINISHED, "q", stage=0))
     assert (progress.tasks_running, progress.tasks_done, progress.stages_done) == (1, 1, 1)
     assert progress.text().startswith("stages 1/2 · tasks 1 running, 1 done")
+
+
+def test_stages_re_planned_are_counted_and_one_run_inside_another_leaves_the_total():
+    progress = QueryProgress(stages=3)
+    fewer = AdaptiveDecision(stage=0, planned_tasks=2, tasks=1, input_bytes=10, input_rows=1)
+    folded = AdaptiveDecision(stage=1, planned_tasks=2, tasks=0, input_bytes=10, input_rows=1, folded_into=2)
+    for decision in (fewer, folded):
+        progress.update(Event(EventKind.STAGE_ADAPTED, "q", stage=decision.stage, metrics=decision))
+    assert progress.text().startswith("stages 0/2 (2 re-planned) · ")
 
 
 @pytest.mark.parametrize(

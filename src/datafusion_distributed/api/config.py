@@ -14,8 +14,10 @@ class DistributedConfig(PlanningConfig):
 
     The planning settings (`partitions_per_task`, `bytes_per_partition`, `cardinality_factor`,
     `max_tasks_per_stage`, `broadcast_inline_bytes`, `broadcast_total_rows`,
-    `broadcast_total_bytes`, `broadcast_row_bytes`, `memory_table_inline_bytes`) are those of `PlanningConfig`, documented there; the others
-    decide how the coordinator runs a plan.
+    `broadcast_total_bytes`, `broadcast_row_bytes`, `memory_table_inline_bytes`, and adaptive
+    execution's `adaptive`, `adaptive_one_task_bytes`, `adaptive_task_bytes`, `skew_factor`,
+    `skew_min_bytes`) are those of `PlanningConfig`, documented there; the others decide how
+    the coordinator runs a plan.
 
     Attributes:
         embedded_workers: workers the embedded cluster starts when no workers are given. At

@@ -198,7 +198,12 @@ class Engine:
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 
         plan = choose_plan(df, self.ctx, cut, stores, self._session_hook)
-        options = RunOptions(self.exchange_compression(config), config.task_attempts, config.query_timeout)
+        options = RunOptions(
+            self.exchange_compression(config),
+            config.task_attempts,
+            config.query_timeout,
+            config.planner(workers) if config.adaptive else None,
+        )
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
 
     def run(self, planned: PlannedQuery, handlers: HandlerChain) -> QueryRun:

@@ -20,10 +20,12 @@ def input_groups(
     partitions: Sequence[int],
     producer_outputs: Sequence[Any],
     locate: Callable[[int, Any], File],
+    producers: Sequence[int] | None = None,
 ) -> tuple[tuple[File, ...], ...] | None:
     """Group producer outputs (TaskOutput or TaskResult, one per producer task) by the consumer
     partition they make up; `locate(producer_task, partition_output)` names each file as the
-    consumer will read it. None when the exchange produced no rows at all."""
+    consumer will read it, and `producers` (default: all) are the producer tasks read. None
+    when the exchange produced no rows at all."""
     if exchange_schema(producer_outputs) is None:
         return None
 
@@ -35,7 +37,7 @@ def input_groups(
                 found.append(locate(task, parts[partition]))
         return tuple(found)
 
-    all_tasks = range(len(producer_outputs))
+    all_tasks = range(len(producer_outputs)) if producers is None else producers
     if stage_input.where.kind in (BoundaryKind.SHUFFLE, BoundaryKind.MEMORY):  # partition q: file q
         return tuple(files(q, all_tasks) for q in partitions)
     if stage_input.where.kind is BoundaryKind.COALESCE:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..events.chain import HandlerChain
-from ..events.handlers import Event, EventKind
+from ..events.handlers import AdaptiveDecision, Event, EventKind
 from ..metrics.query_metrics import COORDINATOR, QueryMetrics, StageMetrics, TaskReport
 from ..metrics.task_metrics import TaskMetrics
 
@@ -83,6 +83,13 @@ class QueryCollector:
         ]
         metrics.seconds = seconds
         self._emit(EventKind.STAGE_FINISHED, stage=stage, tasks=len(reports), metrics=metrics)
+
+    def stage_adapted(self, decision: AdaptiveDecision, plan: Any) -> None:
+        """A stage was re-planned from its inputs' sizes (`decision`); `plan` is the query's
+        plan as it now runs."""
+        self.metrics.adaptations.append(decision)
+        self.metrics.plan_as_run = plan
+        self._emit(EventKind.STAGE_ADAPTED, stage=decision.stage, tasks=decision.tasks, metrics=decision)
 
     # -- tasks ----------------------------------------------------------------------------
     def task_started(self, stage: int, task: int, worker: str, attempt: int) -> None:

@@ -97,7 +97,7 @@ class RunState:
     def task_inputs(self, stage: Stage, task: TaskPlan) -> tuple[TaskInput, ...]:
         """The inputs of one task of `stage`, naming where each file is now."""
         inputs = []
-        for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
+        for index, (inp, parts) in enumerate(zip(stage.inputs, task.input_partitions, strict=True)):
             produced = self.results[inp.producer]
             schema = exchange_schema(produced)
             where = inp.where
@@ -107,7 +107,9 @@ class RunState:
                 TaskInput.of(
                     where,
                     schema=schema,
-                    groups=input_groups(inp, parts, produced, self._location(inp.producer)),
+                    groups=input_groups(
+                        inp, parts, produced, self._location(inp.producer), task.producers(index)
+                    ),
                 )
             )
         return tuple(inputs)

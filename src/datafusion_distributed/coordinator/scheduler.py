@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
+from ..distributed_planner.adaptive import adapt, adapt_request
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
@@ -69,6 +70,7 @@ class QueryRun:
             else None
         )
         self._unfinished: list[Future] = []  # task calls still running when the stages stopped
+        self._adapted_ids: set[int] = set()  # stages re-planned from their inputs' sizes (once each)
         self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
 
     def _worker_for(self, stage: Stage, task: int, attempt: int = 0) -> str:
@@ -92,7 +94,7 @@ class QueryRun:
     def _sent_plan(self, stage: Stage, task: TaskPlan) -> bytes:
         """The plan bytes an attempt of `task` is sent: a write's task writes to a new staging
         folder each attempt. Called where attempts are started, never from a task's thread."""
-        if self.write is not None and stage is self.state.plan.final:
+        if self.write is not None and stage.id == self.state.plan.final.id:
             return self.write.task_plan(task)
         return task.plan
 
@@ -178,23 +180,53 @@ class QueryRun:
             for t in tasks
         }
 
-    def run_stages(self, stages: Sequence[Stage]) -> None:
-        """Run `stages` on workers, each as soon as its producers are complete."""
-        waiting = {stage.id: stage for stage in stages}
+    def adapted(self, stage: Stage) -> Stage | None:
+        """`stage`, whose producers are complete, as it runs: re-planned from the sizes they
+        wrote when the query is adaptive (once; see `distributed_planner.adaptive`), or None
+        when it runs inside the last stage instead."""
+        config = self.state.options.adaptive
+        if config is None or stage.id in self._adapted_ids:
+            return stage
+        self._adapted_ids.add(stage.id)
+        request = adapt_request(self.state.plan, stage, self.state.results, config)
+        if request is None:
+            return stage
+        adaptation, handler = self.handlers.adapt_stage(request)
+        if adaptation is None:
+            return stage
+        by = type(handler).__name__ if handler in self.handlers.user else ""
+        plan, record = adapt(self.state.plan, request, adaptation, self.state.results, by)
+        if record is None:
+            return stage
+        log.info("stage %d adapted: %s", stage.id, record.describe())
+        self.state.plan = plan
+        self.state.events.stage_adapted(record, plan)
+        return None if record.folded_into is not None else plan.stage(stage.id)
+
+    def run_stages(self, stage_ids: Sequence[int]) -> None:
+        """Run the stages of `stage_ids` on workers, each as soon as its producers are
+        complete, as re-planned then (`adapted`)."""
+        waiting = list(stage_ids)
         running: dict[Future, tuple[Stage, int]] = {}
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
         attempts: dict[tuple[int, int], int] = {}
         try:
             while waiting or running:
-                for stage in list(waiting.values()):
+                for stage_id in list(waiting):
+                    stage = self.state.plan.stage(stage_id)
                     if all(inp.producer in self.state.results for inp in stage.inputs):
-                        del waiting[stage.id]
+                        waiting.remove(stage_id)
+                        stage = self.adapted(stage)
+                        if stage is None:
+                            continue  # it runs inside the last stage
                         started[stage.id] = time.perf_counter()
                         new = self._start_stage(stage)
                         partial[stage.id] = [None] * len(new)
                         running.update(new)
                 if not running:
+                    if not waiting:
+                        break  # the rest were folded into the last stage
                     raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
                 done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 self.state.cancel_scope.check()
@@ -360,20 +392,21 @@ class QueryRun:
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()
-        self.run_stages(self.state.plan.stages[:-1])
+        self.run_stages([stage.id for stage in self.state.plan.stages[:-1]])
+        final = self.adapted(self.state.plan.final)
         if self.write is not None:
             yield self._written()
-        elif len(self.state.tasks_of(self.state.plan.final)) == 1:
+        elif len(self.state.tasks_of(final)) == 1:
             yield from self.head.single_task()
         else:
-            self.run_stages([self.state.plan.final])
+            self.run_stages([final.id])
             yield from self.head.gather(on_restart)
 
     def _written(self) -> pa.RecordBatch:
         """Run the write stage on the workers, commit its files, and answer as DataFusion
         does: one row, the `count` of rows written (the sum of every task's count)."""
         final = self.state.plan.final
-        self.run_stages([final])
+        self.run_stages([final.id])
         counts: list[pa.RecordBatch] = []
         for batch in self.head.gather(on_restart=counts.clear):  # a recomputed task counts once
             counts.append(batch)

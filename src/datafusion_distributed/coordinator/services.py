@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..distributed_planner.config import QueryPlanConfig
 from ..protocol.flight import ClientPool
 from ..runtime.session import task_session
 from ..runtime.session_settings import TaskSessions
@@ -40,8 +41,12 @@ class RunOptions:
         compression: the codec of exchange files (None: uncompressed).
         task_attempts: how many times a task is tried before the query fails.
         query_timeout: seconds the query may run (None: no limit).
+        adaptive: the query's planning config when its stages are re-planned from their
+            inputs' sizes as they run (`distributed_planner.adaptive`); None when they run as
+            planned.
     """
 
     compression: str | None = "lz4"
     task_attempts: int = 3
     query_timeout: float | None = None
+    adaptive: QueryPlanConfig | None = None

@@ -56,6 +56,19 @@ class PlanningConfig:
             a MemTable) whose data is larger than this is written once by the coordinator, as
             Arrow IPC files its workers read like an exchange's outputs, instead of travelling
             inside every task's plan. At least 0. Default 1 MiB.
+        adaptive: re-plan each stage once the stages it reads are written, from the exact
+            bytes and rows they hold (see docs/how-a-query-runs.md): fewer tasks for small
+            inputs, a small last step run in the coordinator, skewed partitions shared out.
+            Default True.
+        adaptive_one_task_bytes: a stage whose inputs hold at most this many bytes runs as
+            one task (and, when it reads only other stages and feeds the query's last step,
+            inside that step in the coordinator). At least 0. Default 4 MiB.
+        adaptive_task_bytes: input bytes that justify one task of a stage that reads other
+            stages; a stage keeps at most its planned tasks. At least 1. Default 32 MiB.
+        skew_factor, skew_min_bytes: a partition of a stage's input holding more than
+            `skew_factor` times the median partition and at least `skew_min_bytes` is skewed,
+            and shared out by producer files over several tasks where the stage's plan allows
+            it. `skew_factor` at least 1, `skew_min_bytes` at least 0. Defaults 2.0 and 16 MiB.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -70,6 +83,11 @@ class PlanningConfig:
     broadcast_total_bytes: int = 128 * MiB
     broadcast_row_bytes: int = 64
     memory_table_inline_bytes: int = 1 * MiB
+    adaptive: bool = True
+    adaptive_one_task_bytes: int = 4 * MiB
+    adaptive_task_bytes: int = 32 * MiB
+    skew_factor: float = 2.0
+    skew_min_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
         require(self.partitions_per_task >= 1, "partitions_per_task", "at least 1", self.partitions_per_task)
@@ -94,6 +112,12 @@ class PlanningConfig:
             "at least 0",
             self.memory_table_inline_bytes,
         )
+
+        require(isinstance(self.adaptive, bool), "adaptive", "True or False", self.adaptive)
+        for name in ("adaptive_one_task_bytes", "skew_min_bytes"):
+            require(getattr(self, name) >= 0, name, "at least 0", getattr(self, name))
+        require(self.adaptive_task_bytes >= 1, "adaptive_task_bytes", "at least 1", self.adaptive_task_bytes)
+        require(self.skew_factor >= 1, "skew_factor", "at least 1", self.skew_factor)
 
     def planner(self, workers: int) -> QueryPlanConfig:
         """These settings for a query planned on `workers` workers."""

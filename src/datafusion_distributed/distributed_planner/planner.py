@@ -52,6 +52,7 @@ from .config import QueryPlanConfig
 from .fidelity import travel_blocker, unserialisable
 from .rounds import runs_in_rounds
 from .scan_size import scanned_bytes
+from .skew import skew_inputs
 
 log = logging.getLogger("datafusion_distributed.planner")
 
@@ -436,6 +437,10 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             [every] * fragment.tasks if whole or fragment.tasks == 1 else _chunks(len(groups), fragment.tasks)
         )
         scans.append((scan, groups, scan_kind(scan.raw), shares))
+    splits_leaves = fragment.tasks > 1 and any(
+        not whole for _, whole in (*_stage_leaves(fragment, "scans"), *feed_leaves)
+    )
+    skewable = skew_inputs(fragment.root, [edge.node for edge in cut], inputs, splits_leaves)
     tasks = []
     for k in range(fragment.tasks):
         restricted, described = {}, []
@@ -461,6 +466,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             reason=fragment.reason,
             sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
             feeds=tuple(feeds),
+            skew_inputs=skewable,
         )
     )
 

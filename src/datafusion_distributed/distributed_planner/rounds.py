@@ -1,9 +1,11 @@
-"""Whether a stage may run in rounds over its feed scan.
+"""Whether a stage's output is the union of its outputs over any split of one of its leaves.
 
-A task of such a stage runs its plan once per round, each round over the next units it is
-handed (one per partition of the scan), and writes every round's output to the same files.
-That gives the answer of one run over all its units only when the stage's output is the union
-of its outputs over any split of the units: rows go through filters, projections, shuffles,
+Two things rely on it. A stage may run in rounds over its feed scan: a task runs its plan once
+per round, each round over the next units it is handed (one per partition of the scan), and
+writes every round's output to the same files. And a skewed partition of an input may be
+shared out by producer files across several tasks (`skew`), each reading the stage's other
+inputs whole. Either gives the answer of one run over all the rows only when the stage's
+output is the union of its outputs over any split of that leaf: rows go through filters, projections, shuffles,
 partial aggregates (whose states the next stage merges, however many there are) and joins
 that keep each feed row's matches apart, and every other input of the stage gives the same
 rows each round. Anything else (a sort, a limit, a final aggregate, a window, a union with
@@ -43,7 +45,14 @@ _VOLATILE = ("random(", "uuid(", "now(")
 def runs_in_rounds(root: PlanNode, feed: PlanNode, cut: set[int]) -> bool:
     """Whether the stage whose plan is `root` (minus the subtrees of the nodes whose ids are in
     `cut`, read from other stages) may run in rounds over the units of the feed scan `feed`."""
-    return _kind(root, feed, cut) == "split"
+    return splits_by_rows(root, feed, cut)
+
+
+def splits_by_rows(root: PlanNode, leaf: PlanNode, cut: set[int]) -> bool:
+    """Whether the output of the stage whose plan is `root` (minus the subtrees of the nodes
+    whose ids are in `cut`, read from other stages and the same in every run) is the union of
+    its outputs over any split of the rows of `leaf` (a feed scan, or one of the cut nodes)."""
+    return _kind(root, leaf, cut) == "split"
 
 
 def _kind(node: PlanNode, feed: PlanNode, cut: set[int]) -> str | None:

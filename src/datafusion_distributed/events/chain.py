@@ -1,7 +1,7 @@
 """The handler chain: the one extension point for task counts, task routing, worker-side plan
 rewrites and lifecycle notifications.
 
-For a decision (`task_count`, `route_task`, `rewrite_plan`) the chain asks the user's handlers
+For a decision (`task_count`, `route_task`, `rewrite_plan`, `adapt_stage`) the chain asks the user's handlers
 in order, then the built-in ones (`events.defaults`); the first answer that is not None wins.
 Notifications (`on_event`) go to every handler, in the same order; a handler that raises is
 logged and skipped, so observing a query can never fail it.
@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .defaults import DEFAULT_HANDLERS
-from .handlers import Event, PlanRewriteRequest, RoutingRequest, TaskCount, TaskCountRequest
+from .handlers import (
+    Adaptation,
+    AdaptRequest,
+    Event,
+    PlanRewriteRequest,
+    RoutingRequest,
+    TaskCount,
+    TaskCountRequest,
+)
 
 if TYPE_CHECKING:
     from datafusion.plan import ExecutionPlan
@@ -67,6 +75,27 @@ class HandlerChain:
         if answer is None:
             raise ValueError(f"no handler routed stage {request.stage.id} task {request.task}")
         return answer
+
+    def adapt_stage(self, request: AdaptRequest) -> tuple[Adaptation | None, Any]:
+        """The first handler's adaptation and that handler ((None, None) when none answers: the
+        stage runs as planned); raise TypeError on an answer that is not an Adaptation,
+        ValueError on one the stage cannot take."""
+        answer, handler = self.first("adapt_stage", request)
+        if answer is None:
+            return None, None
+        if not isinstance(answer, Adaptation):
+            raise TypeError(f"adapt_stage handlers must return Adaptation or None, got {answer!r}")
+        name = type(handler).__name__
+        if answer.fold and not request.can_fold:
+            raise ValueError(f"{name}.adapt_stage folded stage {request.stage.id}, which cannot be folded")
+        for partition, shares in answer.split:
+            most = request.max_shares[partition] if 0 <= partition < len(request.max_shares) else 1
+            if shares > most:
+                raise ValueError(
+                    f"{name}.adapt_stage split partition {partition} of stage {request.stage.id} over "
+                    f"{shares} tasks; it can be shared out over {most} at most"
+                )
+        return answer, handler
 
     def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan:
         """The task's plan after the first handler that rewrites it (unchanged when none does)."""

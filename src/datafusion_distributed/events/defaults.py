@@ -2,6 +2,9 @@
 
 - `ScanSizeTaskCount`: a stage's task count from the bytes it scans and the stages it reads.
 - `RoundRobinRouting`: task i of stage s on live worker (s + i + attempt) mod workers.
+- `InputSizeAdaptation`: a stage's tasks from the bytes its inputs really hold, once they are
+  written: small inputs coalesced, a small last step run in the coordinator, skewed partitions
+  shared out.
 
 They are also the examples to copy when writing a handler of your own.
 """
@@ -9,8 +12,16 @@ They are also the examples to copy when writing a handler of your own.
 from __future__ import annotations
 
 import math
+import statistics
 
-from .handlers import DistributedHandler, RoutingRequest, TaskCount, TaskCountRequest
+from .handlers import (
+    Adaptation,
+    AdaptRequest,
+    DistributedHandler,
+    RoutingRequest,
+    TaskCount,
+    TaskCountRequest,
+)
 
 
 class ScanSizeTaskCount(DistributedHandler):
@@ -46,4 +57,37 @@ class RoundRobinRouting(DistributedHandler):
         return workers[(request.stage.id + request.task + request.attempt) % len(workers)]
 
 
-DEFAULT_HANDLERS = (ScanSizeTaskCount(), RoundRobinRouting())
+class InputSizeAdaptation(DistributedHandler):
+    """A stage's tasks from the exact bytes its producers wrote for it:
+
+    - inputs of at most `adaptive_one_task_bytes` in all: one task, or, when the stage reads
+      only other stages and feeds the query's last step, run inside that step in the
+      coordinator;
+    - otherwise one task per `adaptive_task_bytes` of input, never more than planned;
+    - a partition larger than `skew_factor` times the median partition and than
+      `skew_min_bytes` is shared out by producer files over as many tasks as it needs at
+      `adaptive_task_bytes` each (at least 2; at most its producers' files, and one per
+      worker or `max_tasks_per_stage`), where the stage's
+      plan allows it (`distributed_planner.skew`); the other partitions share the tasks as above.
+    """
+
+    def adapt_stage(self, request: AdaptRequest) -> Adaptation:
+        """Tasks for the bytes, and shares for the skewed partitions."""
+        config, sizes = request.config, request.partition_bytes
+        planned = request.stage.task_count
+        if request.input_bytes <= config.adaptive_one_task_bytes:
+            return Adaptation(tasks=1, fold=request.can_fold)
+        median = statistics.median(sizes) if sizes else 0
+        split = tuple(
+            (partition, min(most, config.task_cap, max(2, math.ceil(size / config.adaptive_task_bytes))))
+            for partition, (size, most) in enumerate(zip(sizes, request.max_shares, strict=True))
+            if min(most, config.task_cap) > 1
+            and size > config.skew_factor * median
+            and size >= config.skew_min_bytes
+        )
+        rest = sum(sizes) - sum(sizes[partition] for partition, _ in split)
+        tasks = max(1, min(planned, math.ceil(rest / config.adaptive_task_bytes)))
+        return Adaptation(tasks=tasks, split=split)
+
+
+DEFAULT_HANDLERS = (ScanSizeTaskCount(), RoundRobinRouting(), InputSizeAdaptation())

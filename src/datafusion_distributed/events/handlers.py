@@ -1,8 +1,9 @@
 """What handlers are asked and told, and the base class of handlers.
 
 A handler is any object with some of the methods of `DistributedHandler`: the decisions
-`task_count`, `route_task` and `rewrite_plan` (each given one of the requests below) and the
-notification `on_event` (given an `Event`). `events.chain` asks and tells them in order.
+`task_count`, `route_task`, `rewrite_plan` and `adapt_stage` (each given one of the requests
+below) and the notification `on_event` (given an `Event`). `events.chain` asks and tells them
+in order.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import enum
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..common.units import format_bytes
 
 if TYPE_CHECKING:
     from datafusion import SessionContext
@@ -62,6 +65,99 @@ class TaskCount:
 
 
 @dataclass(frozen=True)
+class AdaptRequest:
+    """What the coordinator knows of a stage once its inputs are complete, before it runs: the
+    exact sizes its producers wrote (adaptive execution; see docs/how-a-query-runs.md).
+
+    Attributes:
+        stage: the stage as planned (`stage.task_count` tasks).
+        partition_bytes, partition_rows: per partition of the inputs the stage's tasks share
+            out, what its producers wrote for it (summed over those inputs). Empty when the
+            stage shares out no input (its tasks split scans, or it reads everything whole):
+            such a stage runs as planned.
+        whole_bytes: bytes of the inputs every task reads whole (a broadcast side).
+        max_shares: per partition, how many tasks it could be shared out over by producer
+            files (1 where it cannot: no input of the stage may be split that way, or one
+            producer wrote it all).
+        can_fold: whether the stage could instead run inside its consumer, the query's last
+            stage run as one task in the coordinator (it reads no files, only other stages).
+        config: the query's `QueryPlanConfig` (`adaptive_one_task_bytes`,
+            `adaptive_task_bytes`, `skew_factor`, `skew_min_bytes`).
+    """
+
+    stage: Stage
+    partition_bytes: tuple[int, ...]
+    partition_rows: tuple[int, ...]
+    whole_bytes: int
+    max_shares: tuple[int, ...]
+    can_fold: bool
+    config: Any
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of every input the stage reads, shared out or whole."""
+        return sum(self.partition_bytes) + self.whole_bytes
+
+    @property
+    def input_rows(self) -> int:
+        """Rows of the inputs the stage's tasks share out."""
+        return sum(self.partition_rows)
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """How a stage runs, decided from its inputs' sizes (`AdaptRequest`).
+
+    Attributes:
+        tasks: tasks over the partitions not split below (at least 1; at most the planned
+            count: a stage is never given more tasks than planned). The planned count with
+            nothing split keeps the stage as planned.
+        split: (partition, shares) pairs: a skewed partition shared out by producer files
+            over `shares` tasks of its own (at most the request's `max_shares` for it).
+        fold: run the stage inside its consumer instead (only when the request's `can_fold`);
+            `tasks` and `split` are then ignored.
+    """
+
+    tasks: int
+    split: tuple[tuple[int, int], ...] = ()
+    fold: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tasks < 1:
+            raise ValueError("a stage needs at least one task (tasks >= 1)")
+        if any(shares < 2 for _, shares in self.split):
+            raise ValueError("a split partition is shared out over at least 2 tasks")
+
+
+@dataclass(frozen=True)
+class AdaptiveDecision:
+    """What adaptive execution changed in a stage, and from which sizes: carried by the
+    `stage_adapted` event, kept in the query's metrics and shown by EXPLAIN ANALYZE."""
+
+    stage: int
+    planned_tasks: int
+    tasks: int  # tasks it runs as (0 when folded into its consumer)
+    input_bytes: int
+    input_rows: int
+    split: tuple[tuple[int, int], ...] = ()  # (partition, shares) of skewed partitions split
+    folded_into: int | None = None  # the stage it runs inside, when folded
+    by: str = ""  # the handler that decided
+
+    def describe(self) -> str:
+        """One line: what changed and why, e.g. `2 tasks -> 1: inputs 1.2 MiB, 30000 rows`."""
+        size = f"inputs {format_bytes(self.input_bytes)}, {self.input_rows} rows"
+        if self.folded_into is not None:
+            what = f"runs inside stage {self.folded_into}"
+        else:
+            what = f"{self.planned_tasks} task{'s' if self.planned_tasks != 1 else ''} -> {self.tasks}"
+        if self.split:
+            parts = ", ".join(f"partition {p} over {n} tasks" for p, n in self.split)
+            what += f" (skewed {parts})"
+        by = f" (by {self.by})" if self.by else ""
+        return f"{what}: {size}{by}"
+
+
+@dataclass(frozen=True)
 class RoutingRequest:
     """Which worker should run task `task` of `stage` (attempt `attempt`, 0 for the first).
 
@@ -97,13 +193,15 @@ class PlanRewriteRequest:
 
 
 class EventKind(str, enum.Enum):
-    """What happened, in an `Event`: a query, stage or task started, finished or failed, or a worker was unreachable."""
+    """What happened, in an `Event`: a query, stage or task started, finished or failed, a
+    stage was re-planned from its inputs' sizes, or a worker was unreachable."""
 
     QUERY_STARTED = "query_started"
     QUERY_FINISHED = "query_finished"
     QUERY_FAILED = "query_failed"
     STAGE_STARTED = "stage_started"
     STAGE_FINISHED = "stage_finished"
+    STAGE_ADAPTED = "stage_adapted"
     TASK_STARTED = "task_started"
     TASK_FINISHED = "task_finished"
     TASK_FAILED = "task_failed"
@@ -119,9 +217,10 @@ class Event:
         query_id: the query it belongs to.
         stage, task, attempt: where (None for query events).
         worker: the worker involved (a task's worker, or the unreachable one).
-        tasks: for stage_started, the stage's task count; for query_started, the stage count.
+        tasks: for stage_started and stage_adapted, the stage's task count; for
+            query_started, the stage count.
         metrics: task_finished: the task's `TaskReport`; stage_finished: the `StageMetrics`;
-            query_finished: the `QueryMetrics`.
+            stage_adapted: the `AdaptiveDecision`; query_finished: the `QueryMetrics`.
         error: the exception, for failures.
         at: `time.time()` when it happened.
     """
@@ -154,6 +253,10 @@ class DistributedHandler:
 
     def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan | bytes | None:
         """A replacement for the task's plan (a plan or plan bytes), or None to keep it."""
+        return None
+
+    def adapt_stage(self, request: AdaptRequest) -> Adaptation | None:
+        """How the stage runs given its inputs' real sizes, or None to let the next handler decide."""
         return None
 
     def on_event(self, event: Event) -> None:

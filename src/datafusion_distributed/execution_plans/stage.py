@@ -140,6 +140,13 @@ class TaskPlan:
     plan: bytes  # the stage plan with this task's scans restricted; inputs still markers
     input_partitions: tuple[tuple[int, ...], ...]  # per input: the partitions this task reads
     scans: tuple[tuple[str, tuple[tuple[ScannedFile, ...], ...]], ...]  # per scan: kind, groups
+    # per input, the producer tasks whose files it reads (None: all of them); empty when every
+    # input is read from every producer. A share of a skewed partition reads some producers only.
+    input_producers: tuple[tuple[int, ...] | None, ...] = ()
+
+    def producers(self, input_index: int) -> tuple[int, ...] | None:
+        """The producer tasks input `input_index` is read from (None: every producer)."""
+        return self.input_producers[input_index] if self.input_producers else None
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,9 @@ class Stage:
     # stage of a COPY or DataFrame write): each task writes to a staging folder of its own
     sink: FileSink | None = None
     feeds: tuple[FeedScan, ...] = ()  # the work-unit feeds the stage's tasks read
+    # the inputs whose skewed partitions may be split across tasks by producer files, the
+    # stage's other inputs then read whole by each share (see `distributed_planner.skew`)
+    skew_inputs: tuple[int, ...] = ()
 
     @property
     def task_count(self) -> int:

@@ -20,8 +20,11 @@ def check_explain_format(format: str) -> None:
 def render_explain(
     plan: DistributedPlan, metrics: QueryMetrics | None = None, verbose: bool = False, format: str = "text"
 ) -> str:
-    """`plan` in `format`; with `metrics` (of a run of the plan), what the run measured too."""
+    """`plan` in `format`; with `metrics` (of a run of the plan), what the run measured too,
+    on the plan as it ran (re-planned from its stages' sizes when the query was adaptive)."""
     check_explain_format(format)
+    if metrics is not None and metrics.plan_as_run is not None:
+        plan = metrics.plan_as_run
     if format == "graphviz":
         return to_graphviz(plan, metrics)
     if format == "mermaid":

@@ -10,6 +10,7 @@ of child indices that leads to a node in the stage leads to its metrics in the e
 
 from __future__ import annotations
 
+from ..common.units import format_bytes
 from ..execution_plans.display import Annotations, NodePath, display_distributed_plan
 from ..execution_plans.graph import GraphAnnotations, render_graphviz, render_mermaid
 from ..execution_plans.plan_node import PlanNode
@@ -20,15 +21,6 @@ from .task_metrics import NodeMetrics
 # Metrics shown on every node; verbose shows all of them.
 SUMMARY = ("output_rows", "elapsed_compute", "spill_count", "spilled_bytes", "spilled_rows")
 _ALWAYS = ("output_rows", "elapsed_compute")
-
-
-def format_bytes(n: float) -> str:
-    """`n` bytes in B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def format_seconds(s: float) -> str:
@@ -85,10 +77,15 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
 
     def header(self, stage: Stage) -> list[str]:
         """The stage's totals, and with `verbose` a line per task."""
+        folded = [
+            f"adaptive: stage {d.stage} {d.describe()}"
+            for d in self.metrics.adaptations
+            if d.folded_into == stage.id
+        ]
         sm = self.metrics.stage(stage.id)
         if sm is None:
-            return ["metrics: (stage did not run)"]
-        lines = [f"metrics: {_stage_summary(sm)}"]
+            return [*folded, "metrics: (stage did not run)"]
+        lines = [*folded, f"metrics: {_stage_summary(sm)}"]
         units = self.metrics.feed_units.get(stage.id)
         if units:
             per_task = " ".join(f"{units.get(t, 0)}" for t in range(max(units) + 1))

@@ -1,5 +1,6 @@
-"""A live progress line for running queries: stages done of total, tasks running and done,
-rows and bytes exchanged so far, and at the end how the query ended.
+"""A live progress line for running queries: stages done of total (and how many were re-planned
+from their inputs' sizes), tasks running and done, rows and bytes exchanged so far, and at the
+end how the query ended.
 
 It is an ordinary event handler: events only update counters, and a drawing thread redraws
 from them a few times a second, so a query never waits for the display. On a terminal rich
@@ -17,9 +18,10 @@ import threading
 import time
 from typing import Any
 
+from ..common.units import format_bytes
 from ..errors import QueryCancelled, QueryTimedOut
 from ..events.handlers import DistributedHandler, Event, EventKind
-from .explain import format_bytes, format_seconds
+from .explain import format_seconds
 
 REFRESHES_PER_SECOND = 4
 NOTEBOOK_STYLE = "font-family: monospace; font-size: 0.85em; color: #555; margin: 2px 0;"
@@ -51,6 +53,7 @@ class QueryProgress:
         self.started = time.perf_counter()
         self.stages = stages
         self.stages_done = 0
+        self.adapted = 0  # stages re-planned from their inputs' sizes
         self.tasks_running = 0
         self.tasks_done = 0
         self.rows = 0
@@ -79,6 +82,10 @@ class QueryProgress:
             self.failed += 1
         elif kind is EventKind.STAGE_FINISHED:
             self.stages_done += 1
+        elif kind is EventKind.STAGE_ADAPTED:
+            self.adapted += 1
+            if event.metrics is not None and event.metrics.folded_into is not None:
+                self.stages -= 1  # it runs inside another stage: it never finishes on its own
         elif kind in (EventKind.QUERY_FINISHED, EventKind.QUERY_FAILED):
             self.seconds = time.perf_counter() - self.started
             self.outcome = outcome_of(event.error if kind is EventKind.QUERY_FAILED else None)
@@ -94,8 +101,9 @@ class QueryProgress:
             tasks = f"tasks {self.tasks_running} running, {self.tasks_done} done{failed}"
             elapsed = format_seconds(time.perf_counter() - self.started)
         units = f"{self.units:,} feed units · " if self.units else ""
+        adapted = f" ({self.adapted} re-planned)" if self.adapted else ""
         line = (
-            f"stages {self.stages_done}/{self.stages} · {tasks} · {units}{self.rows:,} rows · "
+            f"stages {self.stages_done}/{self.stages}{adapted} · {tasks} · {units}{self.rows:,} rows · "
             f"{format_bytes(self.bytes)} shuffled · {elapsed}"
         )
         return f"{line} · {self.outcome}" if self.finished else line

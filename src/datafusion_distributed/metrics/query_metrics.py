@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.totals import total_of
+from ..events.handlers import AdaptiveDecision
 from .task_metrics import InputMetrics, NodeMetrics, TaskMetrics
 
 COORDINATOR = "coordinator"  # the `worker` of the head stage, which runs in the coordinator
@@ -126,6 +127,9 @@ class QueryMetrics:
     feed_units: dict[int, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
     finished: bool = False
+    # what adaptive execution changed, in order, and the plan as it then ran (None: as planned)
+    adaptations: list[AdaptiveDecision] = field(default_factory=list)
+    plan_as_run: Any = None
 
     def stage(self, stage_id: int) -> StageMetrics | None:
         """The metrics of stage `stage_id`, None if it has not started."""

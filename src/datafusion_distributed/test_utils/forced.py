@@ -2,7 +2,8 @@
 
 With the defaults, a query over a few kilobytes runs as one task in the coordinator. Tests of
 correctness need the opposite: every stage split over as many tasks as it has workers and
-partitions, every join side exchanged rather than computed in place.
+partitions, every join side exchanged rather than computed in place, and every partition that
+adaptive execution may share out over several tasks shared out.
 """
 
 from __future__ import annotations
@@ -12,9 +13,18 @@ from dataclasses import replace
 from ..api.config import DistributedConfig
 from ..events.handlers import DistributedHandler, TaskCount, TaskCountRequest
 
-#: Every scan worth a task of its own, no join side computed in place or broadcast by size.
+#: Every scan worth a task of its own, no join side computed in place or broadcast by size;
+#: adaptive execution keeps every task it can and shares out every partition it can split
+#: (any partition above the median is skewed).
 FORCED_CONFIG = DistributedConfig(
-    bytes_per_partition=1, broadcast_inline_bytes=0, broadcast_total_rows=0, broadcast_total_bytes=0
+    bytes_per_partition=1,
+    broadcast_inline_bytes=0,
+    broadcast_total_rows=0,
+    broadcast_total_bytes=0,
+    adaptive_one_task_bytes=0,
+    adaptive_task_bytes=1,
+    skew_factor=1.0,
+    skew_min_bytes=0,
 )
 
 

@@ -38,9 +38,10 @@ class LocalStageRunner:
 
     def _resolved(self, stage, task, outputs):
         resolved = []
-        for inp, parts in zip(stage.inputs, task.input_partitions, strict=True):
+        for index, (inp, parts) in enumerate(zip(stage.inputs, task.input_partitions, strict=True)):
             produced = outputs[inp.producer]
-            groups = input_groups(inp, parts, produced, lambda t, part: local_file(part.path, part.bytes))
+            locate = lambda t, part: local_file(part.path, part.bytes)  # noqa: E731
+            groups = input_groups(inp, parts, produced, locate, task.producers(index))
             resolved.append(ResolvedInput(inp.where, groups, exchange_schema(produced)))
         return resolved
 
