@@ -133,11 +133,22 @@ GROUP BY o_orderpriority
 
 @pytest.mark.slow
 def test_three_million_rows_join_a_parquet_table(tpch_sf01):
-    """The table of the issue: 3M rows used to pass the 64 MiB message cap of a task."""
+    """The table of the issue: 3M rows used to pass the 64 MiB message cap of a task, inside
+    the plan of each task that read a stage over it."""
     single, ctx = contexts(tpch_sf01, people(3_000_000, 150_000))
-    config = DistributedConfig(bytes_per_partition=1024 * 1024)  # orders split over the workers
+    # orders split over the workers (a scan counts only its projected columns' bytes, under
+    # 1 MiB here) and no join side broadcast: the join runs in tasks on the workers, each
+    # reading the stage that shuffles the table
+    config = DistributedConfig(
+        bytes_per_partition=64 * 1024,
+        broadcast_inline_bytes=0,
+        broadcast_total_rows=0,
+        broadcast_total_bytes=0,
+    )
     with LocalCluster(3) as workers, DistributedContext(ctx, workers=workers, config=config) as dctx:
         df = dctx.sql(ORDERS)
-        assert "memory table, 3000000 rows" in df.explain_string()
+        explained = df.explain_string()
+        assert "memory table, 3000000 rows" in explained
+        assert "HashJoinExec: mode=Partitioned" in explained
         assert_tables_equal(df.to_arrow_table(), single.sql(ORDERS).to_arrow_table(), sql=ORDERS)
         assert workers.spool_files() == []

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datafusion import SessionContext
 
+from ..codec import replace_subtree
 from ..distributed_planner.planner import single_task
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores
-from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..execution_plans.stage import DistributedPlan, Stage, StageInput, TaskPlan
 from ..metrics.query_metrics import QueryMetrics
 from ..protocol.messages import FileLocation, TaskInput, TaskResult
 from ..runtime.session_settings import TaskSettings
@@ -95,21 +96,48 @@ class RunState:
         return locate
 
     def task_inputs(self, stage: Stage, task: TaskPlan) -> tuple[TaskInput, ...]:
-        """The inputs of one task of `stage`, naming where each file is now."""
-        inputs = []
+        """The inputs of one task of `stage`, naming where each file is now. The memory tables
+        an empty input's subtree reads come last, after the inputs of the stage itself (whose
+        order the task's metrics follow), each spliced in once that subtree is."""
+        inputs, tables = [], []
         for index, (inp, parts) in enumerate(zip(stage.inputs, task.input_partitions, strict=True)):
-            produced = self.results[inp.producer]
-            schema = exchange_schema(produced)
-            where = inp.where
-            if inp.table is not None and schema is not None:
-                where = where.without_boundary()  # the table's data: read from its files instead
-            inputs.append(
-                TaskInput.of(
-                    where,
-                    schema=schema,
-                    groups=input_groups(
-                        inp, parts, produced, self._location(inp.producer), task.producers(index)
-                    ),
-                )
-            )
-        return tuple(inputs)
+            message, below = self._task_input(inp, parts, task.producers(index))
+            inputs.append(message)
+            tables.extend(below)
+        return (*inputs, *tables)
+
+    def _task_input(
+        self, inp: StageInput, parts: Sequence[int], producers: Sequence[int] | None = None
+    ) -> tuple[TaskInput, list[TaskInput]]:
+        """One input of a task (its `parts` from `producers`, default all), and the inputs its
+        subtree reads when it runs in the input's place. Read from files, an input carries no
+        subtree (see `read_from_files`). An empty exchange carries its subtree, to run in its
+        place, with each memory table shipped inside it read from the table's files rather
+        than carried as rows."""
+        produced = self.results[inp.producer]
+        schema = exchange_schema(produced)
+        if schema is not None:
+            groups = input_groups(inp, parts, produced, self._location(inp.producer), producers)
+            return TaskInput.of(inp.where.read_from_files(), schema, groups), []
+        if inp.table is not None:  # a shipped table of no rows: its scan is small
+            return TaskInput.of(inp.where, None, None), []
+        subtree, below = inp.where.boundary, []
+        for table in self._tables_below(inp.producer):
+            subtree = replace_subtree(subtree, table.table.scan, table.where.marker)
+            below.extend(self._whole_table(table))
+        where = replace(inp.where, boundary=subtree, boundary_child=b"")
+        return TaskInput.of(where, None, None), below
+
+    def _whole_table(self, table: StageInput) -> list[TaskInput]:
+        """The inputs reading every partition of a shipped table."""
+        message, below = self._task_input(table, range(table.partitions))
+        return [message, *below]
+
+    def _tables_below(self, producer: int) -> Iterator[StageInput]:
+        """The inputs of the shipped tables stage `producer` or the stages it reads read:
+        those inside the subtree that stands for its output."""
+        for inp in self.plan.stage(producer).inputs:
+            if inp.table is not None:
+                yield inp
+            else:
+                yield from self._tables_below(inp.producer)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..codec import ScannedFile
+from ..codec import ScannedFile, replace_subtree
 from ..codec.sink import FileSink
 from .object_stores import ObjectStores
 from .plan_node import PlanNode
@@ -48,10 +48,16 @@ class InputBoundary:
         merge); a shuffle's or a memory table's scan takes the boundary's place."""
         return self.kind in (BoundaryKind.COALESCE, BoundaryKind.MERGE)
 
-    def without_boundary(self) -> InputBoundary:
-        """This boundary without the subtree it stands for, as it travels for an input that
-        will not run it: a memory table's subtree is its data."""
-        return InputBoundary(self.marker, self.kind, b"", b"")
+    def read_from_files(self) -> InputBoundary:
+        """This boundary as it travels for an input read from the producers' files: nothing of
+        it for a shuffle or a memory table, whose scan takes its place; for a coalesce or a
+        merge, the node alone, its child replaced by `marker`, for the input scan to replace.
+        The subtree below is the producers' work, done already, and may hold a memory table's
+        rows: sent with every task, it could pass the size a worker accepts."""
+        if not self.runs_boundary:
+            return InputBoundary(self.marker, self.kind, b"", b"")
+        node = replace_subtree(self.boundary, self.boundary_child, self.marker)
+        return InputBoundary(self.marker, self.kind, node, self.marker)
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,14 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _mib(size: int) -> str:
+    """`size` bytes in MiB, as an error shows it."""
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
 def _bytes(value: Any, name: str, limit: int = MAX_PLAN_BYTES) -> bytes:
     _check(isinstance(value, str), f"{name} must be base64 text")
-    _check(len(value) <= limit * 4 // 3 + 4, f"{name} is larger than {limit} bytes")
+    _check(len(value) <= limit * 4 // 3 + 4, f"{name} is larger than {limit} bytes ({_mib(limit)})")
     try:
         return base64.b64decode(value, validate=True)
     except ValueError as exc:
@@ -113,8 +118,11 @@ class TaskInput:
     """One input of a task: the marker to replace in its plan and the producer files to read there.
 
     `groups` holds the files of each partition the task reads; None when the producers wrote no
-    rows, and then the original `boundary` subtree runs in the marker's place. The fields of
-    its `InputBoundary` are written out one by one, as they travel on the wire."""
+    rows, and then the original `boundary` subtree runs in the marker's place (its shipped
+    memory tables read as inputs of their own, listed after the stage's). Read from files, a
+    coalesce or merge carries only its boundary node over a placeholder child, and a shuffle or
+    memory table no boundary at all (see `InputBoundary.read_from_files`). The fields of its
+    `InputBoundary` are written out one by one, as they travel on the wire."""
 
     marker: bytes
     kind: str
@@ -258,7 +266,11 @@ def encode(message: Any) -> bytes:
 
 
 def _load(data: bytes, expected: set[str]) -> dict:
-    _check(len(data) <= MAX_MESSAGE_BYTES, f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    _check(
+        len(data) <= MAX_MESSAGE_BYTES,
+        f"message of {len(data)} bytes ({_mib(len(data))}) exceeds the limit of {MAX_MESSAGE_BYTES} bytes "
+        f"({_mib(MAX_MESSAGE_BYTES)})",
+    )
     try:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -301,7 +313,7 @@ def _task_input(raw: Any) -> TaskInput:
         isinstance(raw["kind"], str) and raw["kind"] in _KINDS, f"input kind must be one of {sorted(_KINDS)}"
     )
     groups = raw["groups"]
-    return TaskInput(
+    task_input = TaskInput(
         marker=_bytes(raw["marker"], "marker", 1024),
         kind=raw["kind"],
         schema=_opt_bytes(raw["schema"], "schema"),
@@ -311,6 +323,22 @@ def _task_input(raw: Any) -> TaskInput:
         if groups is None
         else tuple(tuple(_file_location(f) for f in _list(g, "group")) for g in _list(groups, "groups")),
     )
+    _check_boundary(task_input)
+    return task_input
+
+
+def _check_boundary(task_input: TaskInput) -> None:
+    """The boundary bytes an input needs: the subtree that runs in place of an input of no
+    files; for a coalesce or merge read from files, its node over the child the scan replaces."""
+    if task_input.groups is None:
+        _check(
+            bool(task_input.boundary), "an input with no files must carry the boundary subtree run instead"
+        )
+    elif task_input.where.runs_boundary:
+        _check(
+            bool(task_input.boundary_child) and task_input.boundary_child in task_input.boundary,
+            f"a {task_input.kind} input must carry its boundary node over the child its scan replaces",
+        )
 
 
 def _settings(value: Any) -> TaskSettings:
