@@ -21,6 +21,7 @@ from ..clusters.embedded import EmbeddedCluster
 from ..coordinator.liveness import LivenessMonitor
 from ..coordinator.scheduler import QueryRun
 from ..coordinator.services import RunOptions, RunServices
+from ..coordinator.worker_check import WorkerCheck
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
 from ..errors import ContextClosed
@@ -94,6 +95,9 @@ class Engine:
             )
         )
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
+        # Workers given by the user are checked at the first query that calls none of them; a
+        # cluster the library started (it has its own token) started its workers itself.
+        self._worker_check = None if getattr(self.resolver, "auth_token", None) else WorkerCheck(self.clients)
         # (key, planning session, the settings its tasks carry), made again when the key changes
         self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
         self._planning_lock = threading.Lock()
@@ -211,7 +215,10 @@ class Engine:
         services = RunServices(
             self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools()
         )
-        return QueryRun(planned.plan, self.workers(), services, planned.options, handlers)
+        workers = self.workers()
+        if self._worker_check is not None and not planned.plan.is_distributed:
+            self._worker_check.start(workers)  # in the background, the first time only
+        return QueryRun(planned.plan, workers, services, planned.options, handlers)
 
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the coordinator runs a head stage carrying `settings` (the user's
@@ -231,6 +238,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if self._worker_check is not None:
+            self._worker_check.stop()
         self.feeds.close()
         self.clients.close()
         if self._cluster is not None:

@@ -4,7 +4,8 @@ Some statements must never be planned twice (DataFusion acts on them while plann
 are over once planned, some writes cannot be staged, some scans read through an object store
 only the user's context has, and a plan that did not travel must not read a work-unit feed.
 Everything else is cut into stages by `plan_query`; a plan it keeps on one node runs exactly
-what the user's own context would run.
+what the user's own context would run (a plan of one task that travels faithfully with its
+joins under yield points, where that costs nothing: see `yield_points`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..errors import QueryFailed
 from ..execution_plans.object_stores import ObjectStores, bucket_of
 from ..execution_plans.stage import DistributedPlan
 from .planner import single_node_plan
+from .yield_points import with_yield_points
 
 ACTS_WHEN_PLANNED = "DELETE, UPDATE and TRUNCATE act on their table when DataFusion plans them: planned once"
 
@@ -139,6 +141,8 @@ def choose_plan(
                 # Run exactly what the user's own context runs: planned with their settings
                 # (partitions, memory limit), showing their information_schema.
                 plan = single_node_plan(df.execution_plan(), ctx, plan.single_node, plan.final.reason)
+                if not plan.single_node:  # one task, not kept here for travelling unfaithfully
+                    plan = dataclasses.replace(plan, physical=with_yield_points(plan.physical, ctx, logical))
     except Exception as exc:  # DataFusion raises plain Exception
         raise QueryFailed.of(exc) from exc
     check_feed_reads(plan)

@@ -1,0 +1,107 @@
+"""A wrong token or a dead worker is told at the first query kept on the coordinator.
+
+Queries of one task run in the coordinator and call no worker, so without a check a bad
+worker would be found only by the first query large enough to be distributed. The first query
+that stays on the coordinator asks each given worker for its health in the background; each
+failure is one warning naming the worker, the cause and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from datafusion import SessionContext
+
+from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed.worker.flight_worker import FlightWorker
+
+SMALL = "SELECT count(*) AS n FROM generate_series(1, 1000)"
+LOGGER = "datafusion_distributed"
+
+
+@pytest.fixture
+def worker(tmp_path) -> Iterator[FlightWorker]:
+    started = FlightWorker(str(tmp_path / "spool"), auth_token="the-right-token")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A port that takes connections and never answers them (a frozen worker)."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        yield f"grpc://127.0.0.1:{listening.getsockname()[1]}"
+
+
+def closed_url() -> str:
+    """A port nothing listens on (a dead worker)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"grpc://127.0.0.1:{s.getsockname()[1]}"
+
+
+def warnings_naming(caplog, url: str, within: float = 10.0) -> list[str]:
+    """The warnings that name `url`, waiting up to `within` seconds for the first."""
+    deadline = time.monotonic() + within
+    while True:
+        found = [
+            r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and url in r.getMessage()
+        ]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_a_wrong_token_is_told_at_the_first_query_on_the_coordinator(worker, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    config = DistributedConfig(auth_token="a-wrong-token", connect_timeout=5)
+    with DistributedContext(SessionContext(), workers=[worker.url], config=config) as dctx:
+        assert dctx.sql(SMALL).to_pylist() == [{"n": 1000}]  # runs in the coordinator
+        found = warnings_naming(caplog, worker.url)
+        assert len(found) == 1, found
+        assert "refused the token" in found[0] and "auth_token" in found[0]
+        assert dctx.sql(SMALL).to_pylist() == [{"n": 1000}]
+        time.sleep(0.2)
+        assert len(warnings_naming(caplog, worker.url, within=0)) == 1  # once, not per query
+
+
+def test_a_dead_worker_is_told_and_a_live_one_is_not(worker, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    dead = closed_url()
+    config = DistributedConfig(auth_token="the-right-token", connect_timeout=5)
+    with DistributedContext(SessionContext(), workers=[worker.url, dead], config=config) as dctx:
+        assert dctx.sql(SMALL).to_pylist() == [{"n": 1000}]
+        found = warnings_naming(caplog, dead)
+        assert len(found) == 1 and "unreachable" in found[0], found
+        time.sleep(0.5)
+        assert not warnings_naming(caplog, worker.url, within=0)
+
+
+def test_a_silent_worker_does_not_hold_the_query(silent_url, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    config = DistributedConfig(auth_token="t", connect_timeout=2)
+    with DistributedContext(SessionContext(), workers=[silent_url], config=config) as dctx:
+        started = time.monotonic()
+        assert dctx.sql(SMALL).to_pylist() == [{"n": 1000}]
+        assert time.monotonic() - started < 1.5  # the check waits for the worker, not the query
+        found = warnings_naming(caplog, silent_url, within=15)
+        assert len(found) == 1 and "did not answer" in found[0], found
+
+
+def test_a_cluster_the_library_started_is_not_checked(caplog, monkeypatch):
+    from datafusion_distributed.protocol.flight import WorkerClient
+
+    calls: list[str] = []
+    monkeypatch.setattr(WorkerClient, "health", lambda self: calls.append(self.url) or {})
+    with DistributedContext(SessionContext()) as dctx:  # the embedded cluster
+        assert dctx.sql(SMALL).to_pylist() == [{"n": 1000}]
+        time.sleep(0.2)
+    assert calls == []
