@@ -4,6 +4,8 @@ DataFusion; here it must finish and print what it measured."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +61,30 @@ def test_covered_time_counts_overlaps_once(monkeypatch):
     assert covered([]) == 0.0
     assert covered([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == 3.0
     assert covered([(0.0, 4.0), (1.0, 2.0)]) == 4.0
+
+
+def test_adaptive_script_checks_its_answers_and_writes_its_result(tmp_path):
+    """`adaptive.py` at a tiny scale, its joins forced to shuffle (they would be broadcast or
+    run on one node): every query runs on every side and matches single-node."""
+    out = tmp_path / "result.json"
+    settings = "broadcast_total_rows=0,broadcast_total_bytes=0,bytes_per_partition=4096"
+    args = ["--rows", "20000", "--iterations", "1", "--warmup", "0", "--embedded", "--set", settings]
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "adaptive.py"), *args, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "DATAFUSION_DISTRIBUTED_DATA": str(tmp_path / "data")},
+    )
+    assert done.returncode == 0, f"adaptive.py failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "adaptive/static" in done.stdout, done.stdout[-3000:]
+    result = json.loads(out.read_text())
+    sides = ["single", "static", "adaptive", "embedded-static", "embedded-adaptive"]
+    assert len(result["queries"]) >= 6
+    for name, query in result["queries"].items():
+        assert query["error"] is None, (name, query["error"])
+        for side in sides:
+            assert query[side]["median"] is not None and query[side]["peak_mb"] > 0, (name, side)
+        if query["expected_join"]:
+            assert "partitioned" in query["joins"]["static"], (name, query["joins"])

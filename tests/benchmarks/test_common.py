@@ -49,6 +49,12 @@ def test_query_numbers(common):
     assert common.query_numbers("3,q18") == [3, 18]
     with pytest.raises(SystemExit, match="23"):
         common.query_numbers("1,23")
+    assert common.query_numbers("", known=range(1, 8)) == list(range(1, 8))
+    assert common.query_numbers("q7, 2", known={2: "a", 7: "b"}) == [7, 2]
+    with pytest.raises(SystemExit, match="no such queries"):
+        common.query_numbers("8", known=range(1, 8))
+    with pytest.raises(SystemExit, match="--queries"):
+        common.query_numbers("x")
 
 
 def test_timing_and_summaries(common):
