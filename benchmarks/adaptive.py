@@ -36,6 +36,11 @@ measured per run (``common.timed_with_usage``). Results go to ``benchmarks/resul
 
     python benchmarks/adaptive.py                       # 6 M fact rows, 3 M dimension rows
     python benchmarks/adaptive.py --rows 1000000 --queries 1,6 --iterations 5 --embedded
+    python benchmarks/adaptive.py --rows 20000 --set broadcast_total_rows=0,broadcast_total_bytes=0
+
+``--set`` gives both distributed sides the same ``DistributedConfig`` settings: at a small
+``--rows`` the dimension would be broadcast (or the query run on one node); the script names
+every query whose plan lacks the shuffled join its shape is about.
 """
 
 from __future__ import annotations
