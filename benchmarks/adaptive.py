@@ -244,15 +244,13 @@ def register(ctx: SessionContext, data: Path) -> None:
 # -- configs ------------------------------------------------------------------------------------
 
 
-def configs(workers: int, settings: dict) -> tuple[dict[str, DistributedConfig], bool]:
-    """The static and the adaptive config (`settings` over the defaults), and whether they differ.
-
-    Until this build's DistributedConfig has `adaptive`, both are the default config, so that
-    the script's mechanics still run."""
+def configs(workers: int, settings: dict) -> dict[str, DistributedConfig]:
+    """The static and the adaptive config: `settings` over the defaults, run as cut or re-planned."""
     base = DistributedConfig(partitions_per_task=1, embedded_workers=workers, **settings)
-    if "adaptive" not in {f.name for f in dataclasses.fields(DistributedConfig)}:
-        return {STATIC: base, ADAPTIVE: base}, False
-    return {STATIC: dataclasses.replace(base, adaptive=False), ADAPTIVE: base}, True
+    return {
+        STATIC: dataclasses.replace(base, adaptive=False),
+        ADAPTIVE: dataclasses.replace(base, adaptive=True),
+    }
 
 
 def pin(pids: list[int]) -> dict[int, int]:
@@ -299,9 +297,7 @@ def run(args: argparse.Namespace) -> int:
     single_ctx = SessionContext(SessionConfig().with_target_partitions(args.workers))
     register(single_ctx, data)
     settings = parse_variant(f"set:{args.set}")[1] if args.set else {}
-    sides, differ = configs(args.workers, settings)
-    if not differ:
-        print("this build has no DistributedConfig.adaptive: static and adaptive run the same config")
+    sides = configs(args.workers, settings)
 
     contexts: dict[str, DistributedContext] = {}
     pids: dict[str, list[int]] = {SINGLE: []}
@@ -342,7 +338,6 @@ def run(args: argparse.Namespace) -> int:
             "pinned_cores": sorted(pinned.values()),
             "iterations": args.iterations,
             "warmup": args.warmup,
-            "adaptive_config": differ,
             "settings": {k: repr(v) for k, v in settings.items()},
             "datafusion": datafusion.__version__,
             "pyarrow": pa.__version__,
