@@ -83,6 +83,20 @@ PINS = [
     ("PROJECTION_INPUT", [F.PROJECTION, F.PROJECTION_INPUT], INVALID_MESSAGE, "ProjectionExecNode.input"),
     ("SORT_KEYS", [F.SORT, F.SORT_KEYS], INVALID_MESSAGE, "SortExecNode.expr"),
     ("COOPERATIVE_INPUT", [F.COOPERATIVE, F.COOPERATIVE_INPUT], INVALID_MESSAGE, "CooperativeExecNode.input"),
+    ("HASH_JOIN_LEFT", [F.HASH_JOIN, F.HASH_JOIN_LEFT], INVALID_MESSAGE, "HashJoinExecNode.left"),
+    (
+        "HASH_JOIN_PARTITION_MODE",
+        [F.HASH_JOIN],
+        wrong_wire_type(F.HASH_JOIN_PARTITION_MODE),
+        "HashJoinExecNode.partition_mode",
+    ),
+    (
+        "COALESCE_PARTITIONS_INPUT",
+        [F.COALESCE_PARTITIONS, F.COALESCE_PARTITIONS_INPUT],
+        INVALID_MESSAGE,
+        "CoalescePartitionsExecNode.input",
+    ),
+    ("REPARTITION_INPUT", [F.REPARTITION, F.REPARTITION_INPUT], INVALID_MESSAGE, "RepartitionExecNode.input"),
     (
         "PARQUET_PREDICATE",
         [F.PARQUET_SCAN, F.PARQUET_PREDICATE],

@@ -210,3 +210,70 @@ def test_a_handler_asking_for_what_a_stage_cannot_do_fails_the_query_naming_it(s
     ) as dctx:
         with pytest.raises(Exception, match="FoldEverything.adapt_stage folded stage"):
             dctx.sql(JOINS["inner"][0]).to_arrow_table()
+
+
+# a build side DataFusion estimates at most of `dim` (its filter reads a column it knows little
+# of), really a handful of rows: planned shuffled, switched to collecting it whole
+SMALL_BUILD = dict(
+    bytes_per_partition=1,
+    broadcast_inline_bytes=0,
+    broadcast_total_rows=0,
+    broadcast_total_bytes=0,
+    adaptive_one_task_bytes=0,
+    skew_min_bytes=1 << 40,
+)
+BROADCAST_JOINS = {
+    "inner": ("SELECT f.k, d.name, f.v FROM fact f JOIN dim d ON f.k = d.k", True),
+    "right": ("SELECT d.k, d.name, f.v FROM dim d RIGHT JOIN fact f ON f.k = d.k", True),
+    "semi": ("SELECT f.k, f.v FROM fact f WHERE f.k IN (SELECT k FROM dim)", True),
+    "anti": ("SELECT f.k, f.v FROM fact f WHERE NOT EXISTS (SELECT 1 FROM dim d WHERE d.k = f.k)", True),
+    "aggregate_above": (
+        "SELECT d.name, count(*) AS n, sum(f.v) AS s FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.name",
+        True,
+    ),
+    "left_keeps_its_shuffle": ("SELECT d.k, d.name, f.v FROM dim d LEFT JOIN fact f ON f.k = d.k", False),
+    "full_keeps_its_shuffle": ("SELECT f.k, d.k AS dk FROM fact f FULL JOIN dim d ON f.k = d.k", False),
+}
+
+
+class Budget(DistributedHandler):
+    """Switches a join to collecting its build side when that side holds at most 64 KiB."""
+
+    def adapt_stage(self, request):
+        if request.build_size is not None and request.build_size[1] <= 64 * 1024:
+            return Adaptation(tasks=request.stage.task_count, broadcast=True)
+        return None
+
+
+@pytest.mark.parametrize("name", BROADCAST_JOINS)
+def test_a_join_whose_build_side_turns_out_small_collects_it_instead_of_shuffling(
+    name: str, skewed: Path
+) -> None:
+    sql, switched = BROADCAST_JOINS[name]
+    decisions = Decisions()
+    handlers = [Budget(), decisions]
+    ctx = _context(skewed)
+    ctx.sql("CREATE VIEW few AS SELECT * FROM dim WHERE k < 20")  # 20 rows
+    sql = sql.replace("dim", "few")
+    with DistributedContext(ctx, config=DistributedConfig(**SMALL_BUILD), handlers=handlers) as dctx:
+        df = dctx.sql(sql)
+        assert any(s.broadcast for s in df.distributed_plan().stages) is switched
+        actual = df.to_arrow_table()
+        text = df.explain_string(analyze=True)
+    assert_tables_equal(actual, ctx.sql(sql).to_arrow_table(), sql=sql)
+    broadcasts = [d for d in decisions.seen if d.broadcast is not None]
+    assert bool(broadcasts) is switched
+    if switched:
+        assert "HashJoinExec: mode=CollectLeft" in text and "CoalescePartitionsExec" in text
+        assert f"adaptive: stage {broadcasts[0].stage} runs inside stage {broadcasts[0].folded_into}" in text
+
+
+def test_a_build_side_over_the_budget_stays_shuffled(skewed: Path) -> None:
+    decisions = Decisions()
+    sql = BROADCAST_JOINS["inner"][0]
+    with DistributedContext(
+        _context(skewed), config=DistributedConfig(**SMALL_BUILD), handlers=[decisions]
+    ) as dctx:  # the default budget is 0 bytes here: nothing is broadcast
+        actual = dctx.sql(sql).to_arrow_table()
+    assert [d for d in decisions.seen if d.broadcast] == []
+    assert_tables_equal(actual, _context(skewed).sql(sql).to_arrow_table(), sql=sql)

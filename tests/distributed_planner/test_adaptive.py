@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.distributed_planner.adaptive import adapt, adapt_request, balanced_runs
-from datafusion_distributed.events import Adaptation, HandlerChain, InputSizeAdaptation
+from datafusion_distributed.events import Adaptation, AdaptRequest, HandlerChain, InputSizeAdaptation
 from datafusion_distributed.execution_plans.stage import DistributedPlan, Stage
 
 WORKERS = [f"grpc://10.0.0.{i}:50051" for i in range(1, 5)]  # planning only: nothing connects
@@ -182,3 +182,23 @@ def test_balanced_runs_cut_every_item_once_in_order(weights: list[int], runs: in
     cut = balanced_runs(items, weights, runs)
     assert [x for run in cut for x in run] == items
     assert len(cut) == min(runs, len(items)) and all(cut)
+
+
+@pytest.mark.parametrize(
+    ("rows", "size", "switched"),
+    [
+        (1000, 1 << 20, True),
+        (1000, 64 << 20, True),
+        (1000, (64 << 20) + 1, False),
+        (1_048_577, 1 << 20, False),
+    ],
+)
+def test_by_default_a_build_side_is_collected_while_every_copy_fits_the_budget(
+    tables, rows: int, size: int, switched: bool
+) -> None:
+    """On 2 workers the default budget (128 MiB, 4 M rows at most, 64 bytes a row) allows
+    64 MiB and 1048576 rows per copy."""
+    plan = _plan(tables, INNER)
+    stage = _join_stage(plan)
+    request = AdaptRequest(stage, (), (), 0, (), False, DistributedConfig().planner(2), (rows, size))
+    assert InputSizeAdaptation().adapt_stage(request).broadcast is switched

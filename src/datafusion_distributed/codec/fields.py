@@ -52,6 +52,9 @@ INPUT_MARKER = 1000
 
 # PhysicalPlanNode's oneof: the other nodes whose own fields we read or write.
 PROJECTION = 4
+HASH_JOIN = 9
+COALESCE_PARTITIONS = 13
+REPARTITION = 14
 SORT = 10
 FILTER = 12
 
@@ -67,6 +70,15 @@ COOPERATIVE_INPUT = 1
 
 # ProjectionExecNode.
 PROJECTION_INPUT = 1
+
+# HashJoinExecNode: its build (left) side, and how it reads it, an enum whose 0 (absent) is
+# CollectLeft (collect the left side whole) and 1 Partitioned (both sides hash partitioned).
+HASH_JOIN_LEFT = 1
+HASH_JOIN_PARTITION_MODE = 6
+
+# CoalescePartitionsExecNode and RepartitionExecNode: their input.
+COALESCE_PARTITIONS_INPUT = 1
+REPARTITION_INPUT = 1
 
 # SortExecNode and SortPreservingMergeExecNode: the sort keys, each a PhysicalExprNode whose
 # oneof holds a PhysicalSortExprNode, which holds the expression sorted by.

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
-from ..distributed_planner.adaptive import adapt, adapt_request
+from ..distributed_planner.adaptive import adapt, adapt_request, build_side_of
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
@@ -183,7 +183,7 @@ class QueryRun:
     def adapted(self, stage: Stage) -> Stage | None:
         """`stage`, whose producers are complete, as it runs: re-planned from the sizes they
         wrote when the query is adaptive (once; see `distributed_planner.adaptive`), or None
-        when it runs inside the last stage instead."""
+        when it runs inside another stage instead."""
         config = self.state.options.adaptive
         if config is None or stage.id in self._adapted_ids:
             return stage
@@ -203,6 +203,15 @@ class QueryRun:
         self.state.events.stage_adapted(record, plan)
         return None if record.folded_into is not None else plan.stage(stage.id)
 
+    def _held(self, stage: Stage) -> bool:
+        """Whether `stage` waits for the build side of the join that reads its output to be
+        written, when the query is adaptive: if that side is small, the join collects it whole
+        and `stage` runs inside the join's stage instead of shuffling (see `adapted`)."""
+        if self.state.options.adaptive is None:
+            return False
+        build = build_side_of(self.state.plan, stage)
+        return build is not None and build not in self.state.results
+
     def run_stages(self, stage_ids: Sequence[int]) -> None:
         """Run the stages of `stage_ids` on workers, each as soon as its producers are
         complete, as re-planned then (`adapted`)."""
@@ -215,11 +224,13 @@ class QueryRun:
             while waiting or running:
                 for stage_id in list(waiting):
                     stage = self.state.plan.stage(stage_id)
-                    if all(inp.producer in self.state.results for inp in stage.inputs):
+                    if all(inp.producer in self.state.results for inp in stage.inputs) and not self._held(
+                        stage
+                    ):
                         waiting.remove(stage_id)
                         stage = self.adapted(stage)
                         if stage is None:
-                            continue  # it runs inside the last stage
+                            continue  # it runs inside another stage
                         started[stage.id] = time.perf_counter()
                         new = self._start_stage(stage)
                         partial[stage.id] = [None] * len(new)

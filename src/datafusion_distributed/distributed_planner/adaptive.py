@@ -13,7 +13,11 @@ and their `Adaptation` is applied here:
   producers and the stage's other inputs whole (`skew`);
 - a stage that reads only other stages and feeds the query's last stage, run as one task in
   the coordinator, runs inside it instead: its plan is spliced in at its input marker, and
-  its own inputs become that stage's.
+  its own inputs become that stage's;
+- a stage whose output the probe side of a partitioned join would read, when the join's
+  build side turned out small, runs inside the join's stage instead, the join collecting its
+  build side whole in each of the tasks that take over the stage's (`broadcast`): one shuffle
+  fewer. The scheduler holds such a stage until the build side is written (`build_side_of`).
 
 Every result is a plan one task over all its inputs would compute the same way: only what each
 task reads changes, never a plan's bytes (but for the splice of a whole stage).
@@ -26,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..codec import replace_subtree
+from ..codec.joins import repartition_input
 from ..events.handlers import Adaptation, AdaptiveDecision, AdaptRequest
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, TaskPlan
 
@@ -93,15 +98,39 @@ def can_fold(plan: DistributedPlan, stage: Stage) -> bool:
     )
 
 
+def build_side_of(plan: DistributedPlan, stage: Stage) -> int | None:
+    """The id of the stage writing the build side of the join that could read `stage`'s
+    output without a shuffle (see `distributed_planner.broadcast`), if there is one."""
+    join = _join_probing(plan, stage)
+    return None if join is None else join.inputs[join.broadcast.build].producer
+
+
+def _join_probing(plan: DistributedPlan, stage: Stage) -> Stage | None:
+    """The stage whose broadcast candidate join reads `stage`'s output as its probe side."""
+    return next(
+        (
+            s
+            for s in plan.stages
+            if s.broadcast is not None and s.inputs[s.broadcast.probe].producer == stage.id
+        ),
+        None,
+    )
+
+
 def adapt_request(plan: DistributedPlan, stage: Stage, results: Results, config: Any) -> AdaptRequest | None:
     """What the handlers are asked about `stage`, whose producers are complete in `results`;
     None when nothing about it can change."""
     foldable = can_fold(plan, stage)
+    build = build_side_of(plan, stage)
+    build_size = None
+    if build is not None and build in results:
+        outputs = results[build]
+        build_size = (sum(p.rows for o in outputs for p in o.partitions), _written_bytes(outputs))
     if not _reshapeable(stage, results):
-        if not foldable:
+        if not foldable and build_size is None:
             return None
         whole = sum(_written_bytes(results[inp.producer]) for inp in stage.inputs)
-        return AdaptRequest(stage, (), (), whole, (), True, config)
+        return AdaptRequest(stage, (), (), whole, (), foldable, config, build_size)
     shared = _shared_inputs(stage)
     count = stage.inputs[shared[0]].partitions
     rows, sizes = [0] * count, [0] * count
@@ -113,7 +142,7 @@ def adapt_request(plan: DistributedPlan, stage: Stage, results: Results, config:
         max([1] + [len(_files(results, stage, i, q)) for i in stage.skew_inputs]) for q in range(count)
     )
     whole = sum(_written_bytes(results[inp.producer]) for inp in stage.inputs if not inp.split)
-    return AdaptRequest(stage, tuple(sizes), tuple(rows), whole, shares, foldable, config)
+    return AdaptRequest(stage, tuple(sizes), tuple(rows), whole, shares, foldable, config, build_size)
 
 
 def _files(results: Results, stage: Stage, index: int, partition: int) -> list[tuple[int, int]]:
@@ -128,6 +157,20 @@ def adapt(
     """`plan` with `adaptation` applied to the request's stage, and the record of what changed
     (None when nothing did)."""
     stage = request.stage
+    if adaptation.broadcast:
+        join = _join_probing(plan, stage)
+        rows, size = request.build_size
+        record = AdaptiveDecision(
+            stage.id,
+            stage.task_count,
+            0,
+            request.input_bytes,
+            request.input_rows,
+            folded_into=join.id,
+            broadcast=(join.inputs[join.broadcast.build].producer, rows, size),
+            by=by,
+        )
+        return broadcast_switched(plan, join, stage), record
     if adaptation.fold:
         record = AdaptiveDecision(
             stage.id,
@@ -251,8 +294,47 @@ def folded(plan: DistributedPlan, stage: Stage) -> DistributedPlan:
         inputs=final.inputs[:index] + own + final.inputs[index + 1 :],
         tasks=(merged,),
         skew_inputs=(),
+        broadcast=None,  # made for the plan before the splice
     )
     stages = tuple(s for s in plan.stages[:-1] if s.id != stage.id) + (final,)
+    return dataclasses.replace(plan, stages=stages)
+
+
+def broadcast_switched(plan: DistributedPlan, join: Stage, probe: Stage) -> DistributedPlan:
+    """`plan` with the broadcast candidate join of stage `join` collecting its build side, and
+    stage `probe`, which wrote its probe side, running inside it: each of its tasks becomes a
+    task of `join`, its work (below its repartition) where `join` read it, its inputs read
+    there as it read them; the build side is read whole by every task."""
+    variant = join.broadcast
+    marker = join.inputs[variant.probe].where.marker
+    own = join.inputs[: variant.probe] + probe.inputs + join.inputs[variant.probe + 1 :]
+    inputs = tuple(
+        dataclasses.replace(inp, split=False) if inp.producer == join.inputs[variant.build].producer else inp
+        for inp in own
+    )
+    whole = [tuple(range(inp.partitions)) for inp in join.inputs]
+    tasks = []
+    for task in probe.tasks:
+        parts = tuple(whole[: variant.probe]) + task.input_partitions + tuple(whole[variant.probe + 1 :])
+        producers = (
+            (None,) * variant.probe + task.input_producers + (None,) * (len(join.inputs) - variant.probe - 1)
+            if task.input_producers
+            else ()
+        )
+        plan_bytes = replace_subtree(variant.plan, marker, repartition_input(task.plan))
+        tasks.append(TaskPlan(task.index, plan_bytes, parts, join.tasks[0].scans + task.scans, producers))
+    switched = dataclasses.replace(
+        join,
+        root=variant.root,
+        plan=replace_subtree(variant.plan, marker, repartition_input(probe.plan)),
+        inputs=inputs,
+        tasks=tuple(tasks),
+        skew_inputs=(),
+        broadcast=None,
+        reason=f"adaptive: its join collects stage {join.inputs[variant.build].producer} whole, "
+        f"stage {probe.id}'s {len(tasks)} task(s) run here",
+    )
+    stages = tuple(switched if s.id == join.id else s for s in plan.stages if s.id != probe.id)
     return dataclasses.replace(plan, stages=stages)
 
 

@@ -58,7 +58,8 @@ class PlanningConfig:
             inside every task's plan. At least 0. Default 1 MiB.
         adaptive: re-plan each stage once the stages it reads are written, from the exact
             bytes and rows they hold (see docs/how-a-query-runs.md): fewer tasks for small
-            inputs, a small last step run in the coordinator, skewed partitions shared out.
+            inputs, a small last step run in the coordinator, a shuffled join whose build side
+            fits the broadcast budget collecting it instead, skewed partitions shared out.
             Default True.
         adaptive_one_task_bytes: a stage whose inputs hold at most this many bytes runs as
             one task (and, when it reads only other stages and feeds the query's last step,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
-from ..codec import file_groups, replace_subtree, restrict_file_groups, scan_kind
+from ..codec import file_groups, restrict_file_groups, scan_kind
 from ..codec.feed_scan import feed_scan_ref, is_plain_projection, projected_columns
 from ..codec.fields import INPUT_MARKER
 from ..codec.generate_series import repaired_series
@@ -30,7 +30,7 @@ from ..codec.sink import file_sink
 from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
 from ..events.handlers import TaskCountRequest
-from ..execution_plans.plan_node import PlanNode, whole_children
+from ..execution_plans.plan_node import PlanNode, replace_nodes, whole_children
 from ..execution_plans.stage import (
     BoundaryKind,
     DistributedPlan,
@@ -48,6 +48,7 @@ from .boundaries import (
     split_hazard,
     splits_write,
 )
+from .broadcast import broadcast_join
 from .config import QueryPlanConfig
 from .fidelity import travel_blocker, unserialisable
 from .rounds import runs_in_rounds
@@ -264,24 +265,6 @@ def _pruning_predicate(root: PlanNode, scan: PlanNode) -> tuple[bytes | None, st
     return (predicate, shown) if predicate is not None else (None, "")
 
 
-def _replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
-    """Replace nodes (keyed by id) of `plan`, whose nodes in byte order are `walk`.
-
-    Identical subtrees are told apart by occurrence; replacing the last one first keeps the
-    occurrence numbers of the others valid.
-    """
-    seen: dict[bytes, int] = {}
-    targets = []
-    for node in walk:
-        occurrence = seen.get(node.raw, 0)
-        seen[node.raw] = occurrence + 1
-        if id(node) in replacements:
-            targets.append((node, occurrence))
-    for node, occurrence in reversed(targets):
-        plan = replace_subtree(plan, node.raw, replacements[id(node)], occurrence)
-    return plan
-
-
 def _stage_nodes(root: PlanNode, cut_ids: set[int]):
     """The nodes left in a stage's plan bytes: the subtree minus cut boundaries' subtrees."""
     yield root
@@ -308,14 +291,20 @@ def _with_series_repaired(root: PlanNode) -> PlanNode:
         children = tuple(rebuild(child) for child in node.children)
         if all(new is old for new, old in zip(children, node.children, strict=True)):
             return node
-        return replace(node, raw=_replace_nodes(node.raw, list(node.walk()), repairs), children=children)
+        return replace(node, raw=replace_nodes(node.raw, list(node.walk()), repairs), children=children)
 
     return rebuild(root)
 
 
+def as_sent(plan: ExecutionPlan) -> PlanNode:
+    """`plan` as the planner cuts stages from it: its bytes repaired where DataFusion
+    serialises them wrongly."""
+    return _with_series_repaired(PlanNode.from_plan(plan))
+
+
 def bytes_as_sent(plan: ExecutionPlan) -> bytes:
     """The bytes of `plan` as the planner cuts stages from them (repairs included)."""
-    return _with_series_repaired(PlanNode.from_plan(plan)).raw
+    return as_sent(plan).raw
 
 
 def input_marker(producer: int) -> bytes:
@@ -401,7 +390,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             )
         )
         markers[id(node)] = feeds[-1].marker
-    plan = _replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
+    plan = replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
     local_nodes = list(_stage_nodes(fragment.root, set(markers)))
     inputs, per_input_parts = [], []
     for edge in cut:
@@ -441,6 +430,14 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
         not whole for _, whole in (*_stage_leaves(fragment, "scans"), *feed_leaves)
     )
     skewable = skew_inputs(fragment.root, [edge.node for edge in cut], inputs, splits_leaves)
+    broadcast = broadcast_join(
+        fragment.root,
+        [edge.node for edge in cut],
+        inputs,
+        markers,
+        [edge.fragment.table is None and not _stage_leaves(edge.fragment, "feeds") for edge in cut],
+        shares_only_inputs=not splits_leaves and not feeds,
+    )
     tasks = []
     for k in range(fragment.tasks):
         restricted, described = {}, []
@@ -449,7 +446,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             if len(keep) != len(groups):
                 restricted[id(scan)] = restrict_file_groups(scan.raw, keep)
             described.append((kind, tuple(tuple(groups[i]) for i in keep)))
-        task_plan = _replace_nodes(plan, local_nodes, restricted)
+        task_plan = replace_nodes(plan, local_nodes, restricted)
         parts = tuple(
             tuple(chunks[k]) if chunks else tuple(range(inp.partitions))
             for chunks, inp in zip(per_input_parts, inputs, strict=True)
@@ -467,6 +464,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
             sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
             feeds=tuple(feeds),
             skew_inputs=skewable,
+            broadcast=broadcast,
         )
     )
 

@@ -23,9 +23,9 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan, LogicalPlan
 
 from ..codec.cooperative import wrap_cooperative
-from ..execution_plans.plan_node import PlanNode
 from ..runtime.task_plan import is_join
 from .fidelity import travel_blocker
+from .planner import as_sent
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def with_yield_points(plan: ExecutionPlan, session: SessionContext, logical: Log
     if not worth_rebuilding(plan.display_indent()):
         return plan
     try:
-        root = PlanNode.from_plan(plan)
+        root = as_sent(plan)  # repaired as a distributed plan's bytes are
         blocker = travel_blocker(plan, root, session, logical.display_indent_schema())
         if blocker is not None:
             log.debug("running a plan of one task without yield points: %s", blocker)

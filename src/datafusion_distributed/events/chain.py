@@ -86,6 +86,10 @@ class HandlerChain:
         if not isinstance(answer, Adaptation):
             raise TypeError(f"adapt_stage handlers must return Adaptation or None, got {answer!r}")
         name = type(handler).__name__
+        if answer.broadcast and request.build_size is None:
+            raise ValueError(
+                f"{name}.adapt_stage broadcast for stage {request.stage.id}, which no join probes"
+            )
         if answer.fold and not request.can_fold:
             raise ValueError(f"{name}.adapt_stage folded stage {request.stage.id}, which cannot be folded")
         for partition, shares in answer.split:

@@ -64,6 +64,9 @@ class InputSizeAdaptation(DistributedHandler):
       only other stages and feeds the query's last step, run inside that step in the
       coordinator;
     - otherwise one task per `adaptive_task_bytes` of input, never more than planned;
+    - a stage whose output is the probe side of a partitioned join whose build side turned out
+      to fit the broadcast budget (`QueryPlanConfig.broadcast_thresholds`, per copy): not
+      shuffled, the join collects its build side instead;
     - a partition larger than `skew_factor` times the median partition and than
       `skew_min_bytes` is shared out by producer files over as many tasks as it needs at
       `adaptive_task_bytes` each (at least 2; at most its producers' files, and one per
@@ -75,6 +78,11 @@ class InputSizeAdaptation(DistributedHandler):
         """Tasks for the bytes, and shares for the skewed partitions."""
         config, sizes = request.config, request.partition_bytes
         planned = request.stage.task_count
+        thresholds = config.broadcast_thresholds()
+        if request.build_size is not None and thresholds is not None:
+            (rows, size), (most_rows, most_bytes) = request.build_size, thresholds
+            if rows <= most_rows and size <= most_bytes:
+                return Adaptation(tasks=planned, broadcast=True)
         if request.input_bytes <= config.adaptive_one_task_bytes:
             return Adaptation(tasks=1, fold=request.can_fold)
         median = statistics.median(sizes) if sizes else 0

@@ -82,7 +82,10 @@ class AdaptRequest:
         can_fold: whether the stage could instead run inside its consumer, the query's last
             stage run as one task in the coordinator (it reads no files, only other stages).
         config: the query's `QueryPlanConfig` (`adaptive_one_task_bytes`,
-            `adaptive_task_bytes`, `skew_factor`, `skew_min_bytes`).
+            `adaptive_task_bytes`, `skew_factor`, `skew_min_bytes`, and the broadcast budget).
+        build_size: when the stage's output is the probe side of a partitioned hash join that
+            could collect its build side whole instead, the (rows, bytes) that build side
+            holds; None otherwise.
     """
 
     stage: Stage
@@ -92,6 +95,7 @@ class AdaptRequest:
     max_shares: tuple[int, ...]
     can_fold: bool
     config: Any
+    build_size: tuple[int, int] | None = None
 
     @property
     def input_bytes(self) -> int:
@@ -116,11 +120,15 @@ class Adaptation:
             over `shares` tasks of its own (at most the request's `max_shares` for it).
         fold: run the stage inside its consumer instead (only when the request's `can_fold`);
             `tasks` and `split` are then ignored.
+        broadcast: do not shuffle the stage's output: its consumer's join collects its build
+            side whole and the stage runs inside it (only when the request has a
+            `build_size`); the rest is then ignored.
     """
 
     tasks: int
     split: tuple[tuple[int, int], ...] = ()
     fold: bool = False
+    broadcast: bool = False
 
     def __post_init__(self) -> None:
         if self.tasks < 1:
@@ -141,10 +149,19 @@ class AdaptiveDecision:
     input_rows: int
     split: tuple[tuple[int, int], ...] = ()  # (partition, shares) of skewed partitions split
     folded_into: int | None = None  # the stage it runs inside, when folded
+    # (stage, rows, bytes) of the build side its consumer's join collects whole instead
+    broadcast: tuple[int, int, int] | None = None
     by: str = ""  # the handler that decided
 
     def describe(self) -> str:
         """One line: what changed and why, e.g. `2 tasks -> 1: inputs 1.2 MiB, 30000 rows`."""
+        if self.broadcast is not None:
+            build, rows, size = self.broadcast
+            by = f" (by {self.by})" if self.by else ""
+            return (
+                f"runs inside stage {self.folded_into}, whose join collects stage {build} whole "
+                f"({rows} rows, {format_bytes(size)}) instead of shuffling both sides{by}"
+            )
         size = f"inputs {format_bytes(self.input_bytes)}, {self.input_rows} rows"
         if self.folded_into is not None:
             what = f"runs inside stage {self.folded_into}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datafusion.plan import ExecutionPlan
 
 from ..codec import children as layouts
+from ..codec import replace_subtree
 
 # (node kind, number of children) -> where the children lie in the node's bytes; None for a
 # kind whose children cannot be cut out (they are serialised one by one instead).
@@ -74,6 +75,24 @@ class PlanNode:
             if i >= 0:
                 end = min(end, i)
         return rest[:end]
+
+
+def replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, bytes]) -> bytes:
+    """Replace nodes (keyed by id) of `plan`, whose nodes in byte order are `walk`.
+
+    Identical subtrees are told apart by occurrence; replacing the last one first keeps the
+    occurrence numbers of the others valid.
+    """
+    seen: dict[bytes, int] = {}
+    targets = []
+    for node in walk:
+        occurrence = seen.get(node.raw, 0)
+        seen[node.raw] = occurrence + 1
+        if id(node) in replacements:
+            targets.append((node, occurrence))
+    for node, occurrence in reversed(targets):
+        plan = replace_subtree(plan, node.raw, replacements[id(node)], occurrence)
+    return plan
 
 
 def collects_left(node: PlanNode) -> bool:

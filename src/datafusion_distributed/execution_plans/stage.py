@@ -156,6 +156,23 @@ class TaskPlan:
 
 
 @dataclass(frozen=True)
+class BroadcastJoin:
+    """A partitioned hash join of a stage that may instead collect its left (build) side
+    whole in every task, so that the stage's right (probe) side need not be shuffled: the
+    producer of that side runs inside the stage, its tasks becoming the stage's.
+
+    `build` and `probe` are the stage's inputs the join reads; `plan` is the stage's plan with
+    the join in CollectLeft mode, its build input under a CoalescePartitionsExec, and the
+    probe's marker still where the producer's work will go (below its repartition); `root`
+    shows that plan (see `distributed_planner.broadcast`)."""
+
+    build: int
+    probe: int
+    plan: bytes = field(repr=False)
+    root: PlanNode = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Stage:
     """A fragment of the plan run as `len(tasks)` tasks."""
 
@@ -173,6 +190,7 @@ class Stage:
     # the inputs whose skewed partitions may be split across tasks by producer files, the
     # stage's other inputs then read whole by each share (see `distributed_planner.skew`)
     skew_inputs: tuple[int, ...] = ()
+    broadcast: BroadcastJoin | None = None  # a join that may collect its build side instead
 
     @property
     def task_count(self) -> int:

@@ -2,8 +2,9 @@
 
 With the defaults, a query over a few kilobytes runs as one task in the coordinator. Tests of
 correctness need the opposite: every stage split over as many tasks as it has workers and
-partitions, every join side exchanged rather than computed in place, and every partition that
-adaptive execution may share out over several tasks shared out.
+partitions, every join side exchanged rather than computed in place, every partition that
+adaptive execution may share out over several tasks shared out, and half of the joins that it
+may switch to collecting their build side switched.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..api.config import DistributedConfig
-from ..events.handlers import DistributedHandler, TaskCount, TaskCountRequest
+from ..events.handlers import Adaptation, AdaptRequest, DistributedHandler, TaskCount, TaskCountRequest
 
 #: Every scan worth a task of its own, no join side computed in place or broadcast by size;
 #: adaptive execution keeps every task it can and shares out every partition it can split
@@ -34,6 +35,14 @@ class SplitEveryStage(DistributedHandler):
     def task_count(self, request: TaskCountRequest) -> TaskCount:
         """As many tasks as there are workers."""
         return TaskCount(desired=request.workers)
+
+    def adapt_stage(self, request: AdaptRequest) -> Adaptation | None:
+        """Switch every other join that may collect its build side to doing so, whatever the
+        build side's size (of stages with even ids), so that both ways are exercised; else
+        let the built-in rules decide."""
+        if request.build_size is not None and request.stage.id % 2 == 0:
+            return Adaptation(tasks=request.stage.task_count, broadcast=True)
+        return None
 
 
 def forced_distribution(**config: object) -> dict[str, object]:
