@@ -210,7 +210,7 @@ class QueryRun:
         running: dict[Future, tuple[Stage, int]] = {}
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
-        attempts: dict[tuple[int, int], int] = {}
+        attempts = self.state.attempts  # shared with recomputes: attempt numbers stay unique
         try:
             while waiting or running:
                 for stage_id in list(waiting):
@@ -287,9 +287,10 @@ class QueryRun:
         self.shipper.reship_lost()
         for stage in self.state.plan.stages:
             for task in self.tasks_run.get(stage.id, ()) if stage.id in self.state.results else ():
-                attempt = 0
+                tries = 0
                 while self.state.placement[stage.id][task.index] in self.state.dead:
-                    attempt += 1
+                    tries += 1
+                    attempt = self.state.new_attempt(stage.id, task.index)  # numbered apart from any before
                     worker = self._worker_for(stage, task.index, attempt)
                     try:
                         self.state.results[stage.id][task.index] = self._run_watched(
@@ -303,7 +304,7 @@ class QueryRun:
                         if stage.feeds:
                             self.state.feeds.abandon(stage.id, task.index)
                         what = f"recomputing stage {stage.id} task {task.index}"
-                        self.state.retry.after_failure(exc, attempt, what)
+                        self.state.retry.after_failure(exc, tries, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
