@@ -107,10 +107,11 @@ class Speculation:
             if future not in self._started and future not in self._races:
                 self._started[future] = (stage.id, now)
         for future, (stage_id, started) in list(self._started.items()):
-            if future.done():
-                del self._started[future]
-                if not future.cancelled() and future.exception() is None:
-                    self._finished.setdefault(stage_id, []).append(now - started)
+            if future in running and not future.done():
+                continue
+            del self._started[future]  # finished, or given up on (its worker lost) and never read
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._finished.setdefault(stage_id, []).append(now - started)
 
     def _is_straggler(self, stage: Stage, index: int, elapsed: float) -> bool:
         if (stage.id, index) in self._tried or stage.feeds or self._writes_files(stage):
