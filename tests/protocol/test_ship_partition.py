@@ -35,7 +35,7 @@ def client(cluster):
 def test_a_partition_is_stored_as_a_task_output_and_released_with_its_query(cluster):
     result, schema = client(cluster).put_partition(ShipPartition("query-a", 3, 1, "lz4"), [BATCH, BATCH])
     assert (result.partition, result.rows) == (1, 2000) and schema == BATCH.schema
-    assert result.path.endswith("query-a/stage-3/task-0/part-1.arrow")
+    assert result.path.endswith("query-a/stage-3/task-0/attempt-0/part-1.arrow")
     assert pa.ipc.open_file(result.path).read_all().num_rows == 2000
     client(cluster).release("query-a")
     assert cluster.spool_files() == []

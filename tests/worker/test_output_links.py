@@ -11,7 +11,7 @@ import pytest
 
 from datafusion_distributed import EmbeddedCluster
 from datafusion_distributed.protocol.auth import connect_options
-from datafusion_distributed.protocol.messages import Ticket, encode
+from datafusion_distributed.protocol.messages import TaskKey, Ticket, encode
 
 OPTIONS = flight.FlightCallOptions(timeout=20)
 
@@ -58,7 +58,7 @@ def test_a_link_to_a_file_outside_the_spool_is_not_served(worker, tmp_path):
 def test_a_linked_folder_leading_outside_the_spool_is_not_served(worker, tmp_path):
     server, client = worker
     _arrow_file(tmp_path / "part-0.arrow", "secret")
-    task_dir = server.spool.task_dir("linkedfolder", 0, 0)
+    task_dir = server.spool.attempt_dir(TaskKey("linkedfolder", 0, 0, 0))
     os.makedirs(os.path.dirname(task_dir))
     os.symlink(tmp_path, task_dir)
     try:

@@ -49,6 +49,16 @@ class DistributedConfig(PlanningConfig):
             reading a work-unit feed must reach (see `register_feed`). Default "127.0.0.1",
             right for the embedded cluster and `LocalCluster`; give this machine's address for
             workers elsewhere.
+        speculation: give a straggler, a task that has run far longer than its stage's
+            finished tasks, a second attempt on another worker; the first attempt to finish
+            wins and the other is stopped and its files deleted. Never for a stage writing the
+            query's files or reading a work-unit feed. Default False: it pays only when one
+            worker is much slower than the others (see benchmarks/README.md).
+        speculation_factor: a running task is a straggler once it has run longer than this
+            times the median time of its stage's finished tasks, and at least half of them
+            have finished. At least 1. Default 2.
+        speculation_min_seconds: a task is never a straggler before it has run this many
+            seconds, so short stages never speculate. At least 0. Default 1.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -74,6 +84,9 @@ class DistributedConfig(PlanningConfig):
     tls_client_cert: str | None = None
     tls_client_key: str | None = None
     feed_host: str = "127.0.0.1"
+    speculation: bool = False
+    speculation_factor: float = 2.0
+    speculation_min_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -92,5 +105,8 @@ class DistributedConfig(PlanningConfig):
             "a host name or address",
             self.feed_host,
         )
+        factor, min_seconds = self.speculation_factor, self.speculation_min_seconds
+        require(factor >= 1, "speculation_factor", "at least 1", factor)
+        require(min_seconds >= 0, "speculation_min_seconds", "at least 0", min_seconds)
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")

@@ -21,6 +21,7 @@ from ..clusters.embedded import EmbeddedCluster
 from ..coordinator.liveness import LivenessMonitor
 from ..coordinator.scheduler import QueryRun
 from ..coordinator.services import RunOptions, RunServices
+from ..coordinator.stragglers import StragglerRule
 from ..coordinator.worker_check import WorkerCheck
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
@@ -207,6 +208,9 @@ class Engine:
             config.task_attempts,
             config.query_timeout,
             config.planner(workers) if config.adaptive else None,
+            StragglerRule(config.speculation_factor, config.speculation_min_seconds)
+            if config.speculation
+            else None,
         )
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
 

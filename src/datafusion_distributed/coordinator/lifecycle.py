@@ -28,7 +28,7 @@ class QueryCollector:
         self.query_id = query_id
         self.handlers = handlers or HandlerChain()
         self.metrics = QueryMetrics(query_id)
-        self._dispatched: dict[tuple[int, int], float] = {}
+        self._dispatched: dict[tuple[int, int, int], float] = {}  # (stage, task, attempt) -> sent at
         self._started = time.perf_counter()
         self._ended = False
 
@@ -94,7 +94,7 @@ class QueryCollector:
     # -- tasks ----------------------------------------------------------------------------
     def task_started(self, stage: int, task: int, worker: str, attempt: int) -> None:
         """A task (attempt) was sent to `worker`; its queue time is measured from now."""
-        self._dispatched[stage, task] = time.perf_counter()
+        self._dispatched[stage, task, attempt] = time.perf_counter()
         self._emit(EventKind.TASK_STARTED, stage=stage, task=task, worker=worker, attempt=attempt)
 
     def task_finished(
@@ -102,7 +102,7 @@ class QueryCollector:
     ) -> Any:
         """The result with its queue time filled in (round trip minus the worker's wall time);
         `feed_units` the work units of feeds the task read."""
-        dispatched = self._dispatched.pop((stage, task), None)
+        dispatched = self._dispatched.pop((stage, task, attempt), None)
         metrics: TaskMetrics | None = getattr(result, "metrics", None)
         if metrics is not None and dispatched is not None:
             round_trip = time.perf_counter() - dispatched
@@ -130,7 +130,7 @@ class QueryCollector:
 
     def task_failed(self, stage: int, task: int, worker: str, attempt: int, error: BaseException) -> None:
         """A task attempt failed on `worker` with `error`."""
-        self._dispatched.pop((stage, task), None)
+        self._dispatched.pop((stage, task, attempt), None)
         self._emit(EventKind.TASK_FAILED, stage=stage, task=task, worker=worker, attempt=attempt, error=error)
 
     def worker_unreachable(self, worker: str, error: BaseException | None = None) -> None:

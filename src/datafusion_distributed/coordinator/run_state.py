@@ -48,6 +48,7 @@ class RunState:
     results: dict[int, list[TaskResult]] = field(default_factory=dict)
     placement: dict[int, list[str]] = field(default_factory=dict)  # stage -> worker URL of each task
     contacted: set[str] = field(default_factory=set)  # workers chosen for a task: they hold its data
+    attempts: dict[tuple[int, int], int] = field(default_factory=dict)  # (stage, task) -> last attempt number
     feeds: FeedRun | None = None  # the units of the plan's feeds, from when it runs
 
     @classmethod
@@ -76,6 +77,12 @@ class RunState:
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the head stage runs in, given the settings and object stores its tasks carry."""
         return self.services.head_sessions.session(settings, stores)
+
+    def new_attempt(self, stage: int, task: int) -> int:
+        """The number of a new attempt of a task, one no attempt of it had in this run (a worker
+        keeps each attempt's files apart by it); the first attempt is 0."""
+        number = self.attempts[stage, task] = self.attempts.get((stage, task), 0) + 1
+        return number
 
     @property
     def dead(self) -> set[str]:

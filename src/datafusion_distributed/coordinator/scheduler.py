@@ -34,6 +34,7 @@ from .object_store_writes import staged_write
 from .run_state import RunState
 from .services import RunOptions, RunServices
 from .shipping import TableShipper
+from .speculation import Speculation
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 # how long a failed write waits for its stopped tasks to end before deleting its staging (a
@@ -72,9 +73,13 @@ class QueryRun:
         self._unfinished: list[Future] = []  # task calls still running when the stages stopped
         self._adapted_ids: set[int] = set()  # stages re-planned from their inputs' sizes (once each)
         self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
+        # second attempts of stragglers, checked on every turn of `run_stages`
+        self.speculation = Speculation(
+            self.state, self.tasks_run, self._submit, self._worker_for, self._given_up
+        )
 
-    def _worker_for(self, stage: Stage, task: int, attempt: int = 0) -> str:
-        live = [w for w in self.state.workers if w not in self.state.dead]
+    def _worker_for(self, stage: Stage, task: int, attempt: int = 0, exclude: str | None = None) -> str:
+        live = [w for w in self.state.workers if w not in self.state.dead and w != exclude]
         if not live:
             raise QueryFailed(f"every worker is unreachable: {', '.join(self.state.workers)}")
         request = RoutingRequest(stage, task, attempt, tuple(live), self.state.query_id)
@@ -219,7 +224,7 @@ class QueryRun:
         running: dict[Future, tuple[Stage, int]] = {}
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
-        attempts: dict[tuple[int, int], int] = {}
+        attempts = self.state.attempts  # shared with speculation and recomputes: numbers stay unique
         try:
             while waiting or running:
                 for stage_id in list(waiting):
@@ -239,6 +244,7 @@ class QueryRun:
                     if not waiting:
                         break  # the rest were folded into the last stage
                     raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
+                self.speculation.check(running)  # may race a straggler's call with a second attempt
                 done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 self.state.cancel_scope.check()
                 for future in done:
@@ -253,14 +259,16 @@ class QueryRun:
                     if stage.feeds:
                         self.state.feeds.commit(stage.id, index)  # its units are its own from now on
                         units = self.state.feeds.units_per_task(stage.id).get(index, 0)
+                    attempt = self.speculation.attempt_of(stage.id, index, attempts.get((stage.id, index), 0))
                     partial[stage.id][index] = result = self.state.events.task_finished(
-                        stage.id, index, worker, attempts.get((stage.id, index), 0), result, units
+                        stage.id, index, worker, attempt, result, units
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
                 for future, (stage, index) in list(running.items()):
                     worker = self.state.placement[stage.id][index]
-                    lost = None if future.done() else self._given_up(worker)  # an answer in is read next turn
+                    watched = future.done() or self.speculation.racing(future)  # a race watches its own
+                    lost = None if watched else self._given_up(worker)  # an answer in is read next turn
                     if lost is not None:
                         del running[future]  # stop waiting: a late answer is never read
                         running[self._retry_task(stage, index, worker, lost, attempts)] = (stage, index)
@@ -298,9 +306,10 @@ class QueryRun:
         self.shipper.reship_lost()
         for stage in self.state.plan.stages:
             for task in self.tasks_run.get(stage.id, ()) if stage.id in self.state.results else ():
-                attempt = 0
+                tries = 0
                 while self.state.placement[stage.id][task.index] in self.state.dead:
-                    attempt += 1
+                    tries += 1
+                    attempt = self.state.new_attempt(stage.id, task.index)  # numbered apart from any before
                     worker = self._worker_for(stage, task.index, attempt)
                     try:
                         self.state.results[stage.id][task.index] = self._run_watched(
@@ -314,7 +323,7 @@ class QueryRun:
                         if stage.feeds:
                             self.state.feeds.abandon(stage.id, task.index)
                         what = f"recomputing stage {stage.id} task {task.index}"
-                        self.state.retry.after_failure(exc, attempt, what)
+                        self.state.retry.after_failure(exc, tries, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:

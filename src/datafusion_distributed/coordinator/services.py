@@ -12,6 +12,7 @@ from ..runtime.session import task_session
 from ..runtime.session_settings import TaskSessions
 from ..work_unit_feed.service import FeedService
 from .liveness import LivenessMonitor
+from .stragglers import StragglerRule
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,12 @@ class RunOptions:
         adaptive: the query's planning config when its stages are re-planned from their
             inputs' sizes as they run (`distributed_planner.adaptive`); None when they run as
             planned.
+        speculation: when stragglers get a second attempt on another worker (see
+            `coordinator.speculation`); None when they do not.
     """
 
     compression: str | None = "lz4"
     task_attempts: int = 3
     query_timeout: float | None = None
     adaptive: QueryPlanConfig | None = None
+    speculation: StragglerRule | None = None

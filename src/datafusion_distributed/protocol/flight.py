@@ -1,7 +1,8 @@
 """Arrow Flight transport: the calls a coordinator or a worker makes to a worker.
 
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
-data), `cancel` (stop a query's tasks and drop its data), `health` (version and spool state),
+data), `cancel` (stop a query's tasks and drop its data), `cancel_attempt` (a TaskKey: stop one
+task attempt and drop its outputs), `health` (version and spool state),
 `heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases).
 `do_put` with a ShipPartition stores one partition of a memory table the coordinator ships.
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
@@ -30,6 +31,7 @@ from .messages import (
     PartitionResult,
     RunTask,
     ShipPartition,
+    TaskKey,
     TaskResult,
     Ticket,
     decode_partition_result,
@@ -187,6 +189,10 @@ class WorkerClient:
     def cancel(self, query_id: str) -> None:
         """Stop a query's running tasks (within a second) and delete its spool data."""
         self._query_action("cancel", query_id)
+
+    def cancel_attempt(self, key: TaskKey) -> None:
+        """Stop one task attempt (within a second) and delete its outputs; the query goes on."""
+        self._action("cancel_attempt", encode(key), self.settings.timeout)
 
     def health(self) -> dict:
         """The worker's protocol version and spool state."""

@@ -105,7 +105,9 @@ class FileLocation:
 
 @dataclass(frozen=True)
 class TaskKey:
-    """One attempt at one task of a query: what a worker keeps the inputs it fetched under."""
+    """One attempt at one task of a query: what a worker keeps the inputs it fetched and the
+    outputs it wrote under, and what `cancel_attempt` names. A run never numbers two attempts
+    of one task alike."""
 
     query_id: str
     stage: int
@@ -486,6 +488,17 @@ def decode_ticket(data: bytes) -> Ticket:
         stage=_int(body["stage"], "stage", high=1 << 20),
         task=_int(body["task"], "task", high=1 << 20),
         partition=_int(body["partition"], "partition", high=1 << 20),
+    )
+
+
+def decode_task_key(data: bytes) -> TaskKey:
+    """A validated TaskKey (the body of `cancel_attempt`); ProtocolError names the first bad field."""
+    body = _load(data, {f.name for f in fields(TaskKey)})
+    return TaskKey(
+        query_id=check_query_id(body["query_id"]),
+        stage=_int(body["stage"], "stage", high=1 << 20),
+        task=_int(body["task"], "task", high=1 << 20),
+        attempt=_int(body["attempt"], "attempt", high=1000),
     )
 
 

@@ -4,14 +4,19 @@ Task execution itself is shared with the coordinator's head stage, in `runtime/`
 
 The spool, one folder per worker, laid out by query:
 
-    <spool>/<query_id>/stage-<s>/task-<t>/part-<p>.arrow          outputs of a task (and, as
-                                                                  task 0 of its id, a memory
-                                                                  table a coordinator shipped)
+    <spool>/<query_id>/stage-<s>/task-<t>/attempt-<a>/part-<p>.arrow
+                                                                  outputs of a task attempt
+                                                                  (and, as attempt 0 of task 0
+                                                                  of its id, a memory table a
+                                                                  coordinator shipped)
     <spool>/<query_id>/inputs/stage-<s>-task-<t>-attempt-<a>/     inputs one attempt fetched
     <spool>/.released/                                            queries being deleted
 
 Paths are built from validated integers and query ids only. An output is written to
-`part-<p>.arrow.tmp` and renamed when complete, so a reader never sees half a file. Lifetime:
+`part-<p>.arrow.tmp` and renamed when complete, so a reader never sees half a file. Two attempts
+of one task (a speculative copy, a recompute on a worker that ran a stopped attempt) never share
+a file; a ticket names no attempt, and is served the attempt that last finished on the worker.
+An attempt stopped alone (`cancel_attempt`: another attempt won) has its folder deleted. Lifetime:
 fetched inputs go when the task attempt that read them ends; outputs stay until the coordinator
 releases (or cancels) the query, which moves its folder into `.released/` at once and deletes it
 in the background; folders a dead coordinator left behind are swept once their lease (renewed by

@@ -34,11 +34,13 @@ from ..protocol.messages import (
     PartitionResult,
     ProtocolError,
     RunTask,
+    TaskKey,
     TaskResult,
     decode_heartbeat,
     decode_query_id,
     decode_run_task,
     decode_ship_partition,
+    decode_task_key,
     decode_ticket,
     encode,
 )
@@ -162,6 +164,7 @@ class FlightWorker(flight.FlightServerBase):
             ("run_task", "Run one task and keep its outputs in the spool"),
             ("release", "Delete a query's spool data"),
             ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
+            ("cancel_attempt", "Stop one task attempt (another won), refuse it, delete its outputs"),
             ("health", "Version and spool state"),
             ("heartbeat", "A coordinator's liveness probe; renews the spool leases of the queries it names"),
             ("read_output", "The bytes of one task output file, in chunks"),
@@ -182,6 +185,11 @@ class FlightWorker(flight.FlightServerBase):
                 query_id = decode_query_id(body)
                 self._cancelled.cancel(query_id)
                 self.spool.release(query_id)
+                return []
+            if action.type == "cancel_attempt":
+                key = decode_task_key(body)
+                self._cancelled.cancel(key)
+                self.spool.discard_attempt(key)
                 return []
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
@@ -245,7 +253,7 @@ class FlightWorker(flight.FlightServerBase):
         name = f"query {query_id} memory table {message.stage} partition {message.partition}"
         try:
             self._cancelled.check(query_id)
-            path = self.spool.output_path(query_id, message.stage, 0, message.partition)
+            path = self.spool.attempt_output_path(TaskKey(query_id, message.stage, 0, 0), message.partition)
             makedirs(os.path.dirname(path))
             output, _ = write_partition_file(
                 self._shipped_batches(reader, query_id),
@@ -308,7 +316,7 @@ class FlightWorker(flight.FlightServerBase):
         folder = self.spool.inputs_dir(message.key)
 
         def before_copy(location: FileLocation) -> None:
-            self._cancelled.check(message.query_id)
+            self._cancelled.check(message.key)
             self.spool.charge_input(message.key, location.size)
 
         def made() -> str:
@@ -329,11 +337,11 @@ class FlightWorker(flight.FlightServerBase):
         started = time.perf_counter()
         name = f"query {message.query_id} stage {message.stage} task {message.task}"
         log.debug("running %s (attempt %d)", name, message.attempt)
-        query_id = message.query_id
-        cancelled = functools.partial(self._cancelled.is_cancelled, query_id)
+        query_id, key = message.query_id, message.key
+        cancelled = functools.partial(self._cancelled.is_cancelled, key)  # the query, or this attempt
         sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end
         try:
-            self._cancelled.check(query_id)
+            self._cancelled.check(key)
             recorder = TaskRecorder(message.worker, message.inputs)
             inputs, fetched = resolve_inputs(
                 message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
@@ -354,7 +362,7 @@ class FlightWorker(flight.FlightServerBase):
                 )
 
             feeds = self._feeds_to_read(message, sources)
-            check = functools.partial(self._cancelled.check, query_id)
+            check = functools.partial(self._cancelled.check, key)
             leaves: list[tuple[bytes, bytes]] = []
             rounds = None
             if len(feeds) == 1 and message.feeds[0].rounds:
@@ -371,16 +379,15 @@ class FlightWorker(flight.FlightServerBase):
                 rewrite=rewrite,
                 rounds=rounds,
                 write_to=OutputFiles(
-                    self.spool.task_dir(message.query_id, message.stage, message.task),
+                    self.spool.attempt_dir(key),
                     message.compression,
-                    path_for=lambda p: self.spool.output_path(
-                        message.query_id, message.stage, message.task, p
-                    ),
+                    path_for=lambda p: self.spool.attempt_output_path(key, p),
                     cancelled=cancelled,
                     on_write=functools.partial(self.spool.charge, query_id),
                 ),
             )
             output = ran.output
+            self.spool.finish_attempt(key)
             return TaskResult(
                 partitions=tuple(
                     PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
@@ -410,9 +417,11 @@ class FlightWorker(flight.FlightServerBase):
         finally:
             for source in sources:
                 source.close()
-            self.spool.remove_inputs(message.key)
-            if cancelled():  # outputs written after the query's data was deleted
+            self.spool.remove_inputs(key)
+            if self._cancelled.is_cancelled(query_id):  # outputs written after the query's data was deleted
                 self.spool.release(query_id)
+            elif cancelled():  # this attempt lost to another: its outputs go, the task's others stay
+                self.spool.discard_attempt(key)
 
     def _feeds_to_read(self, message: RunTask, sources: list[RemoteUnits]) -> list[FeedToRead]:
         """The task's feed scans, each asking the coordinator's feed service for units through

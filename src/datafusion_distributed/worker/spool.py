@@ -49,6 +49,14 @@ def _is_query_id(name: str) -> bool:
     return True
 
 
+def _size(path: str) -> int:
+    """The size of a file, 0 when it is gone already."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 class SpoolQuotaExceeded(RuntimeError):
     """Writing would take a worker's spool past its quota."""
 
@@ -64,6 +72,7 @@ class Spool:
         self.quota_bytes = quota_bytes
         self._used: dict[str, int] = {}
         self._inputs: dict[TaskKey, int] = {}  # fetched bytes per task attempt
+        self._served: dict[tuple[str, int, int], int] = {}  # (query, stage, task) -> attempt served
         self._leases: dict[str, float] = {}  # query id -> time.time() of its last renewal
         self._lock = threading.Lock()
         self._released = os.path.join(self.root, RELEASED)
@@ -85,13 +94,30 @@ class Spool:
         """The folder of one query's data (the query id is validated first)."""
         return os.path.join(self.root, check_query_id(query_id))
 
-    def task_dir(self, query_id: str, stage: int, task: int) -> str:
-        """The folder of one task's outputs."""
-        return os.path.join(self.query_dir(query_id), f"stage-{int(stage)}", f"task-{int(task)}")
+    def attempt_dir(self, key: TaskKey) -> str:
+        """The folder of one task attempt's outputs: two attempts of a task never share files."""
+        return os.path.join(
+            self.query_dir(key.query_id),
+            f"stage-{int(key.stage)}",
+            f"task-{int(key.task)}",
+            f"attempt-{int(key.attempt)}",
+        )
+
+    def attempt_output_path(self, key: TaskKey, partition: int) -> str:
+        """The Arrow IPC file of one output partition of a task attempt."""
+        return os.path.join(self.attempt_dir(key), f"part-{int(partition)}.arrow")
 
     def output_path(self, query_id: str, stage: int, task: int, partition: int) -> str:
-        """The Arrow IPC file of one output partition of a task."""
-        return os.path.join(self.task_dir(query_id, stage, task), f"part-{int(partition)}.arrow")
+        """The file of one output partition of a task as served (a ticket names no attempt): the
+        attempt that last finished here, attempt 0 (a shipped memory table) when none did."""
+        with self._lock:
+            attempt = self._served.get((query_id, int(stage), int(task)), 0)
+        return self.attempt_output_path(TaskKey(query_id, stage, task, attempt), partition)
+
+    def finish_attempt(self, key: TaskKey) -> None:
+        """Serve the outputs of attempt `key` as its task's from now on (it succeeded)."""
+        with self._lock:
+            self._served[key.query_id, key.stage, key.task] = key.attempt
 
     def inputs_dir(self, key: TaskKey) -> str:
         """The folder of the inputs one task attempt fetched from other workers."""
@@ -142,8 +168,30 @@ class Spool:
         with self._lock:
             self._used.pop(query_id, None)
             self._leases.pop(query_id, None)
-            for key in [k for k in self._inputs if k.query_id == query_id]:
-                del self._inputs[key]
+            self._forget_tasks({query_id})
+
+    def _forget_tasks(self, query_ids: set[str]) -> None:
+        """Forget the fetched inputs and served attempts of `query_ids` (under the lock)."""
+        for key in [k for k in self._inputs if k.query_id in query_ids]:
+            del self._inputs[key]
+        for task in [t for t in self._served if t[0] in query_ids]:
+            del self._served[task]
+
+    def discard_attempt(self, key: TaskKey) -> None:
+        """Delete the outputs of one task attempt (it lost to another, or was stopped) and
+        refund them; the task's other attempts here keep theirs."""
+        folder = self.attempt_dir(key)
+        try:
+            names = os.listdir(folder)
+        except OSError:  # it wrote nothing here, or its folder went with its query
+            names = []
+        nbytes = sum(_size(os.path.join(folder, name)) for name in names)
+        shutil.rmtree(folder, ignore_errors=True)
+        with self._lock:
+            if self._served.get((key.query_id, key.stage, key.task)) == key.attempt:
+                del self._served[key.query_id, key.stage, key.task]
+            if key.query_id in self._used:
+                self._used[key.query_id] = max(0, self._used[key.query_id] - nbytes)
 
     def _discard(self, folder: str) -> None:
         """Move `folder` out of the spool (one rename) and delete it on a background thread."""
@@ -194,8 +242,7 @@ class Spool:
         with self._lock:
             for name in removed:
                 self._used.pop(name, None)
-            for key in [k for k in self._inputs if k.query_id in removed]:
-                del self._inputs[key]
+            self._forget_tasks(set(removed))
             for query_id in [q for q, at in self._leases.items() if now - at > self.ttl_seconds]:
                 del self._leases[query_id]
         return removed
