@@ -76,7 +76,7 @@ from tpch import fmt, parse_variant, ratio, summary
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.tpch import _data_root
+from datafusion_distributed.test_utils.tpch import data_root
 
 SINGLE = "single"
 STATIC = "static"
@@ -171,7 +171,7 @@ def adaptive_data(rows: int, dim_rows: int, parts: int) -> Path:
     """The folder of `fact/`, `dim/` (Parquet) and `dim_csv/`, generated on first use.
 
     Written into a temporary folder renamed into place, so a data set is complete or absent."""
-    root = _data_root() / "adaptive"
+    root = data_root() / "adaptive"
     target = root / f"f{rows}-d{dim_rows}-p{parts}"
     if (target / "_done").is_file():
         return target

@@ -8,6 +8,7 @@ single-node DataFusion's on the same data.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,18 +27,11 @@ from datafusion_distributed.events import (
     EventKind,
 )
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.forced import FORCED_CONFIG
 
 HOT_KEY = 7
 # shuffle both sides of every join, and call a partition skewed from 2x the median and 1 byte
-SKEW = dict(
-    bytes_per_partition=1,
-    broadcast_inline_bytes=0,
-    broadcast_total_rows=0,
-    broadcast_total_bytes=0,
-    adaptive_one_task_bytes=0,
-    adaptive_task_bytes=1,
-    skew_min_bytes=1,
-)
+SKEW = dataclasses.replace(FORCED_CONFIG, skew_factor=2.0, skew_min_bytes=1)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +74,7 @@ class Decisions(DistributedHandler):
 @pytest.fixture(scope="module")
 def dctx(skewed: Path) -> Iterator[tuple[DistributedContext, Decisions]]:
     decisions = Decisions()
-    with DistributedContext(_context(skewed), config=DistributedConfig(**SKEW), handlers=[decisions]) as dctx:
+    with DistributedContext(_context(skewed), config=SKEW, handlers=[decisions]) as dctx:
         yield dctx, decisions
 
 
@@ -154,7 +148,7 @@ def test_each_join_type_splits_only_the_side_whose_rows_it_emits_alone(dctx) -> 
 def test_small_inputs_are_coalesced_and_the_last_step_runs_in_the_coordinator(skewed: Path) -> None:
     sql = "SELECT d.name, count(*) AS n FROM fact f JOIN dim d ON f.k = d.k GROUP BY d.name ORDER BY d.name"
     decisions = Decisions()
-    config = DistributedConfig(**{**SKEW, "adaptive_one_task_bytes": 8 << 20, "skew_min_bytes": 1 << 40})
+    config = dataclasses.replace(SKEW, adaptive_one_task_bytes=8 << 20, skew_min_bytes=1 << 40)
     with DistributedContext(_context(skewed), config=config, handlers=[decisions]) as dctx:
         df = dctx.sql(sql)
         planned = df.distributed_plan()
@@ -173,7 +167,7 @@ def test_small_inputs_are_coalesced_and_the_last_step_runs_in_the_coordinator(sk
 
 def test_set_distributed_adaptive_false_runs_the_plan_as_cut(skewed: Path) -> None:
     decisions = Decisions()
-    with DistributedContext(_context(skewed), config=DistributedConfig(**SKEW), handlers=[decisions]) as dctx:
+    with DistributedContext(_context(skewed), config=SKEW, handlers=[decisions]) as dctx:
         dctx.sql("SET distributed.adaptive = false")
         sql = JOINS["inner"][0]
         actual = dctx.sql(sql).to_arrow_table()
@@ -199,28 +193,21 @@ class FoldEverything(DistributedHandler):
 def test_a_handler_overrides_the_decisions(skewed: Path) -> None:
     decisions = Decisions()
     handlers = [KeepAsPlanned(), decisions]
-    with DistributedContext(_context(skewed), config=DistributedConfig(**SKEW), handlers=handlers) as dctx:
+    with DistributedContext(_context(skewed), config=SKEW, handlers=handlers) as dctx:
         dctx.sql(JOINS["inner"][0]).to_arrow_table()
     assert decisions.seen == []
 
 
 def test_a_handler_asking_for_what_a_stage_cannot_do_fails_the_query_naming_it(skewed: Path) -> None:
-    with DistributedContext(
-        _context(skewed), config=DistributedConfig(**SKEW), handlers=[FoldEverything()]
-    ) as dctx:
+    with DistributedContext(_context(skewed), config=SKEW, handlers=[FoldEverything()]) as dctx:
         with pytest.raises(Exception, match="FoldEverything.adapt_stage folded stage"):
             dctx.sql(JOINS["inner"][0]).to_arrow_table()
 
 
-# a build side DataFusion estimates at most of `dim` (its filter reads a column it knows little
-# of), really a handful of rows: planned shuffled, switched to collecting it whole
-SMALL_BUILD = dict(
-    bytes_per_partition=1,
-    broadcast_inline_bytes=0,
-    broadcast_total_rows=0,
-    broadcast_total_bytes=0,
-    adaptive_one_task_bytes=0,
-    skew_min_bytes=1 << 40,
+# every join shuffled as planned, no partition skewed: a join switched to collecting its build
+# side is switched by `Budget` (the broadcast budget is 0 here)
+SMALL_BUILD = dataclasses.replace(
+    FORCED_CONFIG, adaptive_task_bytes=DistributedConfig().adaptive_task_bytes, skew_min_bytes=1 << 40
 )
 BROADCAST_JOINS = {
     "inner": ("SELECT f.k, d.name, f.v FROM fact f JOIN dim d ON f.k = d.k", True),
@@ -255,7 +242,7 @@ def test_a_join_whose_build_side_turns_out_small_collects_it_instead_of_shufflin
     ctx = _context(skewed)
     ctx.sql("CREATE VIEW few AS SELECT * FROM dim WHERE k < 20")  # 20 rows
     sql = sql.replace("dim", "few")
-    with DistributedContext(ctx, config=DistributedConfig(**SMALL_BUILD), handlers=handlers) as dctx:
+    with DistributedContext(ctx, config=SMALL_BUILD, handlers=handlers) as dctx:
         df = dctx.sql(sql)
         assert any(s.broadcast for s in df.distributed_plan().stages) is switched
         actual = df.to_arrow_table()
@@ -272,7 +259,7 @@ def test_a_build_side_over_the_budget_stays_shuffled(skewed: Path) -> None:
     decisions = Decisions()
     sql = BROADCAST_JOINS["inner"][0]
     with DistributedContext(
-        _context(skewed), config=DistributedConfig(**SMALL_BUILD), handlers=[decisions]
+        _context(skewed), config=SMALL_BUILD, handlers=[decisions]
     ) as dctx:  # the default budget is 0 bytes here: nothing is broadcast
         actual = dctx.sql(sql).to_arrow_table()
     assert [d for d in decisions.seen if d.broadcast] == []

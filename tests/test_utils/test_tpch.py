@@ -97,16 +97,16 @@ def test_cache_location_in_a_checkout_and_when_installed(tmp_path, monkeypatch):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     checkout = tpch.repo_root()
     assert checkout is not None and (checkout / "pyproject.toml").is_file()
-    assert tpch._data_root() == checkout / "data"
+    assert tpch.data_root() == checkout / "data"
 
     installed = tmp_path / "site-packages" / "datafusion_distributed" / "test_utils" / "tpch.py"
     monkeypatch.setattr(tpch, "__file__", str(installed))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert tpch.repo_root() is None
-    assert tpch._data_root() == tmp_path / "cache" / "datafusion-distributed"
+    assert tpch.data_root() == tmp_path / "cache" / "datafusion-distributed"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert tpch._data_root() == tmp_path / "home" / ".cache" / "datafusion-distributed"
+    assert tpch.data_root() == tmp_path / "home" / ".cache" / "datafusion-distributed"
 
 
 def test_incomplete_folder_is_not_used(tmp_path):

@@ -66,7 +66,9 @@ def repo_root() -> Path | None:
     return root if (root / "pyproject.toml").is_file() and (root / "src").is_dir() else None
 
 
-def _data_root() -> Path:
+def data_root() -> Path:
+    """Where generated test data is cached: DATAFUSION_DISTRIBUTED_DATA when set, else a
+    source checkout's data/ folder, else the user's cache folder."""
     configured = os.environ.get(DATA_DIR_ENV)
     if configured:
         return Path(configured)
@@ -109,7 +111,7 @@ def tpch_data(scale_factor: float, parts: int = 4, *, data_dir: str | os.PathLik
     if parts < 1:
         raise ValueError(f"parts must be at least 1, got {parts}")
     sf = _format_scale_factor(scale_factor)
-    root = (Path(data_dir) if data_dir is not None else _data_root()) / "tpch"
+    root = (Path(data_dir) if data_dir is not None else data_root()) / "tpch"
     target = root / f"sf{sf}-p{parts}"
     if _is_complete(target):
         return target
