@@ -211,11 +211,16 @@ class QueryRun:
     def _held(self, stage: Stage) -> bool:
         """Whether `stage` waits for the build side of the join that reads its output to be
         written, when the query is adaptive: if that side is small, the join collects it whole
-        and `stage` runs inside the join's stage instead of shuffling (see `adapted`)."""
+        and `stage` runs inside the join's stage instead of shuffling (see `adapted`). Only a
+        build side with a task for every worker holds it: one of fewer tasks would leave
+        workers idle meanwhile, which costs more than the shuffle saved (measured in
+        benchmarks/README.md)."""
         if self.state.options.adaptive is None:
             return False
         build = build_side_of(self.state.plan, stage)
-        return build is not None and build not in self.state.results
+        if build is None or build in self.state.results:
+            return False
+        return self.state.plan.stage(build).task_count >= len(self.state.workers)
 
     def run_stages(self, stage_ids: Sequence[int]) -> None:
         """Run the stages of `stage_ids` on workers, each as soon as its producers are

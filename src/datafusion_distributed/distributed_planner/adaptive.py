@@ -133,16 +133,20 @@ def adapt_request(plan: DistributedPlan, stage: Stage, results: Results, config:
         return AdaptRequest(stage, (), (), whole, (), foldable, config, build_size)
     shared = _shared_inputs(stage)
     count = stage.inputs[shared[0]].partitions
-    rows, sizes = [0] * count, [0] * count
+    rows, sizes, skew_bytes = [0] * count, [0] * count, []
     for i in shared:
         input_rows, input_sizes = _partition_totals(results[stage.inputs[i].producer], count)
         rows = [a + b for a, b in zip(rows, input_rows, strict=True)]
         sizes = [a + b for a, b in zip(sizes, input_sizes, strict=True)]
+        if i in stage.skew_inputs:
+            skew_bytes.append(tuple(input_sizes))
     shares = tuple(
         max([1] + [len(_files(results, stage, i, q)) for i in stage.skew_inputs]) for q in range(count)
     )
     whole = sum(_written_bytes(results[inp.producer]) for inp in stage.inputs if not inp.split)
-    return AdaptRequest(stage, tuple(sizes), tuple(rows), whole, shares, foldable, config, build_size)
+    return AdaptRequest(
+        stage, tuple(sizes), tuple(rows), whole, shares, foldable, config, build_size, tuple(skew_bytes)
+    )
 
 
 def _files(results: Results, stage: Stage, index: int, partition: int) -> list[tuple[int, int]]:

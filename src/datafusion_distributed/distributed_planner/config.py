@@ -67,9 +67,10 @@ class PlanningConfig:
         adaptive_task_bytes: input bytes that justify one task of a stage that reads other
             stages; a stage keeps at most its planned tasks. At least 1. Default 32 MiB.
         skew_factor, skew_min_bytes: a partition of a stage's input holding more than
-            `skew_factor` times the median partition and at least `skew_min_bytes` is skewed,
-            and shared out by producer files over several tasks where the stage's plan allows
-            it. `skew_factor` at least 1, `skew_min_bytes` at least 0. Defaults 2.0 and 16 MiB.
+            `skew_factor` times the median of that input's other partitions and at least
+            `skew_min_bytes` is skewed, and shared out by producer files over several tasks
+            where the stage's plan allows it and it is worth it. `skew_factor` at least 1,
+            `skew_min_bytes` at least 0. Defaults 2.0 and 16 MiB.
 
     Raises:
         ValueError: a setting is out of range (the message names it).

@@ -67,11 +67,13 @@ class InputSizeAdaptation(DistributedHandler):
     - a stage whose output is the probe side of a partitioned join whose build side turned out
       to fit the broadcast budget (`QueryPlanConfig.broadcast_thresholds`, per copy): not
       shuffled, the join collects its build side instead;
-    - a partition larger than `skew_factor` times the median partition and than
-      `skew_min_bytes` is shared out by producer files over as many tasks as it needs at
-      `adaptive_task_bytes` each (at least 2; at most its producers' files, and one per
-      worker or `max_tasks_per_stage`), where the stage's
-      plan allows it (`distributed_planner.skew`); the other partitions share the tasks as above.
+    - a partition holding, in an input that may be shared out by producer files, more than
+      `skew_factor` times the median of that input's other partitions and at least
+      `skew_min_bytes` is skewed, where the stage's plan allows sharing it out
+      (`distributed_planner.skew`): it is shared out by producer files over as many tasks as
+      it has producer files (at most one per worker or `max_tasks_per_stage`), when what each
+      of them reads whole of the other inputs weighs no more than its share (each builds
+      that side again); the other partitions share the tasks as above.
     """
 
     def adapt_stage(self, request: AdaptRequest) -> Adaptation:
@@ -85,17 +87,35 @@ class InputSizeAdaptation(DistributedHandler):
                 return Adaptation(tasks=planned, broadcast=True)
         if request.input_bytes <= config.adaptive_one_task_bytes:
             return Adaptation(tasks=1, fold=request.can_fold)
-        median = statistics.median(sizes) if sizes else 0
+        shares = [min(most, config.task_cap) for most in request.max_shares]
+        skewed = [
+            shares[q] > 1
+            and any(
+                side[q] >= config.skew_min_bytes and side[q] > config.skew_factor * _median_of_others(side, q)
+                for side in request.skew_bytes
+            )
+            for q in range(len(sizes))
+        ]
         split = tuple(
-            (partition, min(most, config.task_cap, max(2, math.ceil(size / config.adaptive_task_bytes))))
-            for partition, (size, most) in enumerate(zip(sizes, request.max_shares, strict=True))
-            if min(most, config.task_cap) > 1
-            and size > config.skew_factor * median
-            and size >= config.skew_min_bytes
+            (q, shares[q]) for q in range(len(sizes)) if skewed[q] and _worth_sharing(request, q, shares[q])
         )
         rest = sum(sizes) - sum(sizes[partition] for partition, _ in split)
         tasks = max(1, min(planned, math.ceil(rest / config.adaptive_task_bytes)))
         return Adaptation(tasks=tasks, split=split)
+
+
+def _worth_sharing(request: AdaptRequest, partition: int, shares: int) -> bool:
+    """Whether `partition` is worth sharing out over `shares` tasks: each of them reads the
+    partition of the stage's other inputs whole (a join builds its side of it again in each),
+    so that must not weigh more than each task's share of the largest side."""
+    largest = max(side[partition] for side in request.skew_bytes)
+    return request.partition_bytes[partition] - largest <= largest / shares
+
+
+def _median_of_others(sizes: tuple[int, ...], partition: int) -> float:
+    """The median size of the partitions other than `partition` (0 when there are none)."""
+    others = sizes[:partition] + sizes[partition + 1 :]
+    return statistics.median(others) if others else 0
 
 
 DEFAULT_HANDLERS = (ScanSizeTaskCount(), RoundRobinRouting(), InputSizeAdaptation())

@@ -79,6 +79,8 @@ class AdaptRequest:
         max_shares: per partition, how many tasks it could be shared out over by producer
             files (1 where it cannot: no input of the stage may be split that way, or one
             producer wrote it all).
+        skew_bytes: for each input that may be shared out that way (`stage.skew_inputs`), the
+            bytes of each partition: skew shows there rather than in the sum over inputs.
         can_fold: whether the stage could instead run inside its consumer, the query's last
             stage run as one task in the coordinator (it reads no files, only other stages).
         config: the query's `QueryPlanConfig` (`adaptive_one_task_bytes`,
@@ -96,6 +98,7 @@ class AdaptRequest:
     can_fold: bool
     config: Any
     build_size: tuple[int, int] | None = None
+    skew_bytes: tuple[tuple[int, ...], ...] = ()
 
     @property
     def input_bytes(self) -> int:

@@ -15,8 +15,7 @@ from ..api.config import DistributedConfig
 from ..events.handlers import Adaptation, AdaptRequest, DistributedHandler, TaskCount, TaskCountRequest
 
 #: Every scan worth a task of its own, no join side computed in place or broadcast by size;
-#: adaptive execution keeps every task it can and shares out every partition it can split
-#: (any partition above the median is skewed).
+#: adaptive execution keeps every task it can (`SplitEveryStage` shares out what it can).
 FORCED_CONFIG = DistributedConfig(
     bytes_per_partition=1,
     broadcast_inline_bytes=0,
@@ -38,11 +37,13 @@ class SplitEveryStage(DistributedHandler):
 
     def adapt_stage(self, request: AdaptRequest) -> Adaptation | None:
         """Switch every other join that may collect its build side to doing so, whatever the
-        build side's size (of stages with even ids), so that both ways are exercised; else
+        build side's size (of stages with even ids), so that both ways are exercised; share
+        out every partition that may be shared out by producer files over two tasks; else
         let the built-in rules decide."""
         if request.build_size is not None and request.stage.id % 2 == 0:
             return Adaptation(tasks=request.stage.task_count, broadcast=True)
-        return None
+        split = tuple((q, 2) for q, most in enumerate(request.max_shares) if most > 1)
+        return Adaptation(tasks=request.stage.task_count, split=split) if split else None
 
 
 def forced_distribution(**config: object) -> dict[str, object]:
