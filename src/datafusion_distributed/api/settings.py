@@ -81,6 +81,18 @@ def _parse_number(name: str, kind: type, text: str) -> int | float:
     return value
 
 
+def parse_bool(text: str) -> bool:
+    """`text` as a boolean, written as SQL's SET takes it: true/false, on/off or 1/0 (any case).
+
+    Raises:
+        ValueError: `text` is none of those.
+    """
+    value = _BOOLS.get(text.lower())
+    if value is None:
+        raise ValueError(f"not true or false: {text!r}")
+    return value
+
+
 def parse_value(name: str, text: str, quoted: bool = False) -> Any:
     """The value of setting `name` written as `text` in SQL, read by the field's type: a number,
     a boolean (true/false, on/off, 1/0), a string, or None (`none` or `null`, for the settings
@@ -105,9 +117,10 @@ def parse_value(name: str, text: str, quoted: bool = False) -> Any:
         return None
     (kind,) = kinds
     if kind is bool:
-        if text.lower() not in _BOOLS:
-            raise ValueError(f"{PREFIX}{name} takes true or false, got {text!r}")
-        return _BOOLS[text.lower()]
+        try:
+            return parse_bool(text)
+        except ValueError:
+            raise ValueError(f"{PREFIX}{name} takes true or false, got {text!r}") from None
     if kind in (int, float):
         return _parse_number(name, kind, text)
     return text

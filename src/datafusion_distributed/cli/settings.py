@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import DistributedConfig
-from ..api.settings import parse_value
+from ..api.settings import parse_bool
 
 # Settings with no flag, and why: a command line is visible to every user of the machine.
 WITHOUT_FLAG = {"auth_token": "set DATAFUSION_DISTRIBUTED_TOKEN instead: a command line is visible to others"}
@@ -68,20 +68,12 @@ def _shown_default(field: dataclasses.Field) -> str:
     return str(default)
 
 
-def _boolean(text: str) -> bool:
-    """A flag's true or false, written as SQL's SET takes it (true/false, on/off, 1/0)."""
-    try:
-        return parse_value("adaptive", text)
-    except ValueError:
-        raise ValueError(text) from None
-
-
 def _converter(field: dataclasses.Field) -> tuple[Callable[[str], Any], str]:
     """How a flag's text becomes the field's value, and the word `--help` shows for it."""
     kind = str(field.type)
     optional = "None" in kind
     if "bool" in kind:
-        base, metavar = _boolean, "true|false"
+        base, metavar = parse_bool, "true|false"
     elif "bytes" in field.name and "int" in kind:
         base, metavar = parse_bytes, "BYTES"
     elif "int" in kind:
@@ -97,7 +89,9 @@ def _converter(field: dataclasses.Field) -> tuple[Callable[[str], Any], str]:
         try:
             return base(text)
         except ValueError as exc:
-            kind = {int: "whole number", float: "number", _boolean: "true or false"}.get(base, base.__name__)
+            kind = {int: "whole number", float: "number", parse_bool: "true or false"}.get(
+                base, base.__name__
+            )
             raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from exc
 
     convert.__name__ = base.__name__  # argparse names the type in its messages

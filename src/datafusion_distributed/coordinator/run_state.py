@@ -81,8 +81,8 @@ class RunState:
     def new_attempt(self, stage: int, task: int) -> int:
         """The number of a new attempt of a task, one no attempt of it had in this run (a worker
         keeps each attempt's files apart by it); the first attempt is 0."""
-        number = self.attempts[stage, task] = self.attempts.get((stage, task), 0) + 1
-        return number
+        self.attempts[stage, task] = self.attempts.get((stage, task), 0) + 1
+        return self.attempts[stage, task]
 
     @property
     def dead(self) -> set[str]:

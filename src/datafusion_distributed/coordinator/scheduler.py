@@ -234,9 +234,8 @@ class QueryRun:
             while waiting or running:
                 for stage_id in list(waiting):
                     stage = self.state.plan.stage(stage_id)
-                    if all(inp.producer in self.state.results for inp in stage.inputs) and not self._held(
-                        stage
-                    ):
+                    ready = all(inp.producer in self.state.results for inp in stage.inputs)
+                    if ready and not self._held(stage):
                         waiting.remove(stage_id)
                         stage = self.adapted(stage)
                         if stage is None:

@@ -58,16 +58,6 @@ def _reshapeable(stage: Stage, results: Results) -> bool:
     )
 
 
-def _file_bytes(outputs: Sequence[Any], partition: int) -> list[int]:
-    """The bytes each producer task wrote for `partition` (0 where it wrote no file)."""
-    sizes = []
-    for out in outputs:
-        parts = out.partitions
-        found = parts[partition] if partition < len(parts) else None
-        sizes.append(found.bytes if found is not None and found.path is not None else 0)
-    return sizes
-
-
 def _partition_totals(outputs: Sequence[Any], count: int) -> tuple[list[int], list[int]]:
     """Per partition, the rows and the bytes every producer task wrote for it."""
     rows, sizes = [0] * count, [0] * count
@@ -80,6 +70,7 @@ def _partition_totals(outputs: Sequence[Any], count: int) -> tuple[list[int], li
 
 
 def _written_bytes(outputs: Sequence[Any]) -> int:
+    """The bytes the producer tasks of `outputs` wrote, over every partition."""
     return sum(part.bytes for out in outputs for part in out.partitions)
 
 
@@ -151,8 +142,12 @@ def adapt_request(plan: DistributedPlan, stage: Stage, results: Results, config:
 
 def _files(results: Results, stage: Stage, index: int, partition: int) -> list[tuple[int, int]]:
     """(producer task, bytes) of every file input `index` of `stage` has for `partition`."""
-    sizes = _file_bytes(results[stage.inputs[index].producer], partition)
-    return [(task, size) for task, size in enumerate(sizes) if size > 0]
+    found = []
+    for task, out in enumerate(results[stage.inputs[index].producer]):
+        part = out.partitions[partition] if partition < len(out.partitions) else None
+        if part is not None and part.path is not None and part.bytes > 0:
+            found.append((task, part.bytes))
+    return found
 
 
 def adapt(

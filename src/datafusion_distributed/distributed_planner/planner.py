@@ -429,10 +429,11 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
     splits_leaves = fragment.tasks > 1 and any(
         not whole for _, whole in (*_stage_leaves(fragment, "scans"), *feed_leaves)
     )
-    skewable = skew_inputs(fragment.root, [edge.node for edge in cut], inputs, splits_leaves)
+    boundaries = [edge.node for edge in cut]
+    skewable = skew_inputs(fragment.root, boundaries, inputs, splits_leaves)
     broadcast = broadcast_join(
         fragment.root,
-        [edge.node for edge in cut],
+        boundaries,
         inputs,
         markers,
         [edge.fragment.table is None and not _stage_leaves(edge.fragment, "feeds") for edge in cut],

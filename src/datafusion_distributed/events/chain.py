@@ -1,8 +1,9 @@
 """The handler chain: the one extension point for task counts, task routing, worker-side plan
 rewrites and lifecycle notifications.
 
-For a decision (`task_count`, `route_task`, `rewrite_plan`, `adapt_stage`) the chain asks the user's handlers
-in order, then the built-in ones (`events.defaults`); the first answer that is not None wins.
+For a decision (`task_count`, `route_task`, `rewrite_plan`, `adapt_stage`) the chain asks the
+user's handlers in order, then the built-in ones (`events.defaults`); the first answer that is
+not None wins.
 Notifications (`on_event`) go to every handler, in the same order; a handler that raises is
 logged and skipped, so observing a query can never fail it.
 """

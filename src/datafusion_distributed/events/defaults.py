@@ -3,8 +3,8 @@
 - `ScanSizeTaskCount`: a stage's task count from the bytes it scans and the stages it reads.
 - `RoundRobinRouting`: task i of stage s on live worker (s + i + attempt) mod workers.
 - `InputSizeAdaptation`: a stage's tasks from the bytes its inputs really hold, once they are
-  written: small inputs coalesced, a small last step run in the coordinator, skewed partitions
-  shared out.
+  written: small inputs coalesced, a small last step run in the coordinator, a small build side
+  collected instead of shuffling the other side, skewed partitions shared out.
 
 They are also the examples to copy when writing a handler of your own.
 """

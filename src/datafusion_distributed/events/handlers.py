@@ -79,8 +79,6 @@ class AdaptRequest:
         max_shares: per partition, how many tasks it could be shared out over by producer
             files (1 where it cannot: no input of the stage may be split that way, or one
             producer wrote it all).
-        skew_bytes: for each input that may be shared out that way (`stage.skew_inputs`), the
-            bytes of each partition: skew shows there rather than in the sum over inputs.
         can_fold: whether the stage could instead run inside its consumer, the query's last
             stage run as one task in the coordinator (it reads no files, only other stages).
         config: the query's `QueryPlanConfig` (`adaptive_one_task_bytes`,
@@ -88,6 +86,9 @@ class AdaptRequest:
         build_size: when the stage's output is the probe side of a partitioned hash join that
             could collect its build side whole instead, the (rows, bytes) that build side
             holds; None otherwise.
+        skew_bytes: for each input that may be shared out by producer files
+            (`stage.skew_inputs`), the bytes of each partition: skew shows there rather than
+            in the sum over inputs.
     """
 
     stage: Stage
@@ -158,9 +159,9 @@ class AdaptiveDecision:
 
     def describe(self) -> str:
         """One line: what changed and why, e.g. `2 tasks -> 1: inputs 1.2 MiB, 30000 rows`."""
+        by = f" (by {self.by})" if self.by else ""
         if self.broadcast is not None:
             build, rows, size = self.broadcast
-            by = f" (by {self.by})" if self.by else ""
             return (
                 f"runs inside stage {self.folded_into}, whose join collects stage {build} whole "
                 f"({rows} rows, {format_bytes(size)}) instead of shuffling both sides{by}"
@@ -173,7 +174,6 @@ class AdaptiveDecision:
         if self.split:
             parts = ", ".join(f"partition {p} over {n} tasks" for p, n in self.split)
             what += f" (skewed {parts})"
-        by = f" (by {self.by})" if self.by else ""
         return f"{what}: {size}{by}"
 
 
