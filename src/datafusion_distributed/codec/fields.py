@@ -8,7 +8,7 @@ new wheel moves any of them.
 # PhysicalPlanNode's oneof: the file scan variants.
 PARQUET_SCAN = 1
 CSV_SCAN = 2
-AVRO_SCAN = 17  # (7 is LocalLimitExecNode)
+AVRO_SCAN = 17
 JSON_SCAN = 31
 ARROW_SCAN = 38
 SCAN_KINDS = {
@@ -67,6 +67,11 @@ COOPERATIVE = 32  # CooperativeExec: its stream yields to the scheduler every so
 
 # CooperativeExecNode.
 COOPERATIVE_INPUT = 1
+
+# PhysicalPlanNode's oneof: LocalLimitExec, and LocalLimitExecNode's input (its `fetch`, field 2,
+# a uint32, is left out to mean 0: no row).
+LOCAL_LIMIT = 7
+LOCAL_LIMIT_INPUT = 1
 
 # ProjectionExecNode.
 PROJECTION_INPUT = 1

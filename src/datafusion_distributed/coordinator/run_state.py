@@ -16,10 +16,11 @@ from typing import Any
 from datafusion import SessionContext
 
 from ..codec import replace_subtree
+from ..distributed_planner.empty_inputs import read_in_place_of_nothing
 from ..distributed_planner.planner import single_task
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores
-from ..execution_plans.stage import DistributedPlan, Stage, StageInput, TaskPlan
+from ..execution_plans.stage import DistributedPlan, InputBoundary, Stage, StageInput, TaskPlan
 from ..metrics.query_metrics import QueryMetrics
 from ..protocol.messages import FileLocation, TaskInput, TaskResult
 from ..runtime.session_settings import TaskSettings
@@ -50,6 +51,8 @@ class RunState:
     contacted: set[str] = field(default_factory=set)  # workers chosen for a task: they hold its data
     attempts: dict[tuple[int, int], int] = field(default_factory=dict)  # (stage, task) -> last attempt number
     feeds: FeedRun | None = None  # the units of the plan's feeds, from when it runs
+    # by input marker: where an input left empty is read, its subtree reading nothing (or None)
+    no_rows: dict[bytes, InputBoundary | None] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -119,8 +122,8 @@ class RunState:
         """One input of a task (its `parts` from `producers`, default all), and the inputs its
         subtree reads when it runs in the input's place. Read from files, an input carries no
         subtree (see `read_from_files`). An empty exchange carries its subtree, to run in its
-        place, with each memory table shipped inside it read from the table's files rather
-        than carried as rows."""
+        place: reading nothing where it can (see `empty_inputs`), else as planned, with each
+        memory table shipped inside it read from the table's files rather than carried as rows."""
         produced = self.results[inp.producer]
         schema = exchange_schema(produced)
         if schema is not None:
@@ -128,6 +131,10 @@ class RunState:
             return TaskInput.of(inp.where.read_from_files(), schema, groups), []
         if inp.table is not None:  # a shipped table of no rows: its scan is small
             return TaskInput.of(inp.where, None, None), []
+        if inp.where.marker not in self.no_rows:
+            self.no_rows[inp.where.marker] = read_in_place_of_nothing(inp)
+        if (where := self.no_rows[inp.where.marker]) is not None:
+            return TaskInput.of(where, None, None), []
         subtree, below = inp.where.boundary, []
         for table in self._tables_below(inp.producer):
             subtree = replace_subtree(subtree, table.table.scan, table.where.marker)

@@ -415,6 +415,7 @@ def _build_stages(fragment: _Fragment, built: _Built) -> None:
                 partitions=len(whole_parts),
                 split=split,
                 table=tables.get(id(edge)),
+                boundary_node=edge.node,
             )
         )
     # Each scan's files, kind and share per task, decoded once for all the stage's tasks.

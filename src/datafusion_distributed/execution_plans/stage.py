@@ -136,6 +136,9 @@ class StageInput:
     partitions: int  # partitions the consumer sees when it reads the input whole
     split: bool  # whether this stage's tasks each read a share of the partitions
     table: ShippedTable | None = None
+    # the boundary subtree (`where.boundary`) as planned: what runs, reading nothing, in place of
+    # an exchange its producers left empty (see `distributed_planner.empty_inputs`)
+    boundary_node: PlanNode | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

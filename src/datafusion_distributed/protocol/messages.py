@@ -120,8 +120,9 @@ class TaskInput:
     """One input of a task: the marker to replace in its plan and the producer files to read there.
 
     `groups` holds the files of each partition the task reads; None when the producers wrote no
-    rows, and then the original `boundary` subtree runs in the marker's place (its shipped
-    memory tables read as inputs of their own, listed after the stage's). Read from files, a
+    rows, and then the `boundary` subtree runs in the marker's place: reading nothing, under a
+    limit of no row, where its leaves allow (see `distributed_planner.empty_inputs`), else as
+    planned (its shipped memory tables read as inputs of their own, listed after the stage's). Read from files, a
     coalesce or merge carries only its boundary node over a placeholder child, and a shuffle or
     memory table no boundary at all (see `InputBoundary.read_from_files`). The fields of its
     `InputBoundary` are written out one by one, as they travel on the wire."""

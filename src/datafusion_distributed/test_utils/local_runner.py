@@ -17,6 +17,7 @@ from datafusion.plan import ExecutionPlan
 
 from ..coordinator.gather import read_outputs
 from ..coordinator.inputs import exchange_schema, input_groups, needs_single_task
+from ..distributed_planner.empty_inputs import read_in_place_of_nothing
 from ..distributed_planner.planner import single_task
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..runtime.inputs import ResolvedInput, local_file
@@ -42,7 +43,8 @@ class LocalStageRunner:
             produced = outputs[inp.producer]
             locate = lambda t, part: local_file(part.path, part.bytes)  # noqa: E731
             groups = input_groups(inp, parts, produced, locate, task.producers(index))
-            resolved.append(ResolvedInput(inp.where, groups, exchange_schema(produced)))
+            where = (read_in_place_of_nothing(inp) if groups is None else None) or inp.where
+            resolved.append(ResolvedInput(where, groups, exchange_schema(produced)))
         return resolved
 
     def _write_stage(
