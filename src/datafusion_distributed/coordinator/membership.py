@@ -3,7 +3,8 @@
 Every query asks the resolver when it starts; each of its stages asks again when it starts,
 unless the last answer is younger than `worker_refresh_seconds`, so workers that join mid-query
 take the tasks of later stages and workers that leave the list get none. A stage whose
-resolver fails (or lists nobody) goes on with the workers it had."""
+resolver fails (or lists nobody) goes on with the workers it had; a failure, like an answer,
+is not asked again for `worker_refresh_seconds`."""
 
 from __future__ import annotations
 
@@ -35,11 +36,16 @@ class Membership:
             return self._ask()
 
     def recent(self, max_age: float) -> list[str]:
-        """The last answer if it is at most `max_age` seconds old, else the resolver's answer now."""
+        """The last answer if it is younger than `max_age` seconds, else the resolver's answer now."""
         with self._lock:
-            if self._urls and self._clock() - self._at <= max_age:
+            if self._urls and self._clock() - self._at < max_age:
                 return list(self._urls)
-            return self._ask()
+            try:
+                return self._ask()
+            except Exception:
+                if self._urls:  # not asked again before `max_age` either: a failing resolver may be slow
+                    self._at = self._clock()
+                raise
 
     def _ask(self) -> list[str]:
         urls = list(self.resolver.get_urls())
