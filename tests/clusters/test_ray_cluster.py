@@ -23,6 +23,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.recorder import EventRecorder
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
 ray = pytest.importorskip("ray")
@@ -240,3 +241,30 @@ def test_a_ray_the_cluster_started_is_shut_down_with_it():
     out = subprocess.run([sys.executable, "-c", OWN_RAY], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "1", "False", "True"]
+
+
+def test_scale_adds_workers_that_take_tasks_and_drains_those_it_removes(
+    local_ray, tpch_sf001, single_node_sf001
+):
+    with RayCluster(2, placement="pack", host=LOOPBACK, drain_timeout=10) as cluster:
+        assert cluster.scale(3) == []
+        urls = cluster.get_urls()
+        assert len(set(urls)) == 3 and len(cluster.spool_dirs) == 3
+        recorder = EventRecorder()
+        with distributed(tpch_sf001, cluster, handlers=[recorder]) as dctx:
+            sql = tpch_query(5)
+            assert_tables_equal(
+                dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
+            )
+            ran = {e.worker for e in recorder.events if e.kind is EventKind.TASK_FINISHED}
+            assert urls[2] in ran
+            removed = cluster.actors[2]
+            assert cluster.scale(2) == [True]  # idle: drained at once
+            assert cluster.get_urls() == urls[:2]
+            assert_dead(removed)
+            assert_tables_equal(
+                dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
+            )
+        assert recorder.lost() == []
+        with pytest.raises(ValueError, match="at least one worker"):
+            cluster.scale(0)
