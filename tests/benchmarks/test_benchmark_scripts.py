@@ -36,7 +36,11 @@ RUNS = [
     ("scale_curve.py", [*TINY, "--queries", "1", "--iterations", "1", "--warmup", "0", "--memory"], "SF"),
     ("writes.py", [*TINY, "--iterations", "1"], "lineitem"),
     ("speculation.py", [*TINY, "--queries", "3", "--iterations", "1", "--min-seconds", "0"], "on slowed"),
-    ("rolling_restart.py", [*TINY, "--seconds", "4", "--queries", "3", "--forced"], "0 lost"),
+    (
+        "rolling_restart.py",
+        [*TINY, "--workers", "2", "--add", "1", "--seconds", "2", "--queries", "3", "--forced"],
+        "0 lost",
+    ),
 ]
 WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py", "rolling_restart.py"}
 

@@ -29,10 +29,12 @@ SQL = "SELECT sum(slow(k)) AS s FROM t"
 ANSWER = FILES * ROWS * (FILES * ROWS - 1) // 2
 
 
-def slow_udf(seconds: float):
-    """`slow(k) = k`, sleeping `seconds` per batch (a closure: pickled by value, for the workers)."""
+def slow_udf(seconds: float, marks: str):
+    """`slow(k) = k`, sleeping `seconds` per batch, after leaving a file named by its process id
+    in the folder `marks` (a closure: pickled by value, for the workers)."""
 
     def slow(values: pa.Array) -> pa.Array:
+        open(os.path.join(marks, str(os.getpid())), "a").close()
         time.sleep(seconds)
         return values
 
@@ -49,24 +51,28 @@ def table(tmp_path_factory):
 
 
 class SignalWhenRunning:
-    """Calls `act` once, `delay` seconds after a task first starts on `worker` (on a thread
-    of its own: a drain waits for the query, which waits for this handler)."""
+    """Calls `act` once, on a thread of its own, `delay` seconds after a task of the query is
+    seen running in worker process `pid` (its UDF left a mark): a drain waits for the query,
+    so it cannot be waited for by the thread running it."""
 
-    def __init__(self, worker: str, delay: float, act):
-        self.worker, self.delay, self.act = worker, delay, act
-        self.timer: threading.Timer | None = None
+    def __init__(self, pid: int, marks: str, delay: float, act):
+        self.mark, self.delay, self.act = os.path.join(marks, str(pid)), delay, act
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
 
-    def on_event(self, event) -> None:
-        if event.kind is EventKind.TASK_STARTED and event.worker == self.worker and self.timer is None:
-            self.timer = threading.Timer(self.delay, self.act)
-            self.timer.start()
+    def _run(self) -> None:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(self.mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(self.delay)
+        self.act()
 
 
-def run_query(table: str, cluster, seconds_per_batch: float, handlers) -> int:
+def run_query(table: str, cluster, seconds_per_batch: float, marks: str, handlers=()) -> int:
     ctx = SessionContext()
     ctx.register_parquet("t", table)
-    ctx.register_udf(slow_udf(seconds_per_batch))
-    with DistributedContext(ctx, workers=cluster, config=CONFIG, handlers=handlers) as dctx:
+    ctx.register_udf(slow_udf(seconds_per_batch, marks))
+    with DistributedContext(ctx, workers=cluster, config=CONFIG, handlers=list(handlers)) as dctx:
         return dctx.sql(SQL).to_pylist()[0]["s"]
 
 
@@ -74,14 +80,14 @@ def finished_on(recorder, worker):
     return [e for e in recorder.events if e.kind is EventKind.TASK_FINISHED and e.worker == worker]
 
 
-def test_sigterm_lets_the_running_task_finish_and_nothing_is_recomputed(table):
+def test_sigterm_lets_the_running_task_finish_and_nothing_is_recomputed(table, tmp_path):
     with LocalCluster(2, share_spools=False, drain_timeout=30) as cluster:
-        victim = cluster.urls[0]
+        victim, pid = cluster.urls[0], cluster.processes[0].pid
         codes: list[int] = []
-        drainer = SignalWhenRunning(victim, 0.3, lambda: codes.append(cluster.drain(0)))
+        drainer = SignalWhenRunning(pid, str(tmp_path), 0.3, lambda: codes.append(cluster.drain(0)))
         recorder = EventRecorder()
-        assert run_query(table, cluster, 1.5, [drainer, recorder]) == ANSWER
-        drainer.timer.join(60)
+        assert run_query(table, cluster, 1.5, str(tmp_path), [recorder]) == ANSWER
+        drainer.thread.join(60)
         assert codes == [0]
         assert finished_on(recorder, victim)  # its task finished there, after the SIGTERM
         assert recorder.lost() == []
@@ -89,29 +95,31 @@ def test_sigterm_lets_the_running_task_finish_and_nothing_is_recomputed(table):
         assert cluster.urls and victim not in cluster.urls
 
 
-def test_a_grace_period_ending_mid_task_costs_only_that_task(table):
+def test_a_grace_period_ending_mid_task_costs_only_that_task(table, tmp_path):
     with LocalCluster(2, share_spools=False, drain_timeout=0.5) as cluster:
-        victim = cluster.urls[0]
+        victim, pid = cluster.urls[0], cluster.processes[0].pid
         codes: list[int] = []
-        drainer = SignalWhenRunning(victim, 0.3, lambda: codes.append(cluster.drain(0)))
+        drainer = SignalWhenRunning(pid, str(tmp_path), 0.1, lambda: codes.append(cluster.drain(0)))
         recorder = EventRecorder()
-        assert run_query(table, cluster, 2.5, [drainer, recorder]) == ANSWER
-        drainer.timer.join(60)
+        assert run_query(table, cluster, 2.0, str(tmp_path), [recorder]) == ANSWER
+        drainer.thread.join(60)
         assert codes == [0]
         assert recorder.lost() == [victim]  # it left with a task unfinished: run again elsewhere
         rerun = [e for e in recorder.events if e.kind is EventKind.TASK_STARTED and e.attempt]
         assert rerun and all(e.worker != victim for e in rerun)
 
 
-def test_a_second_sigterm_exits_at_once(table):
+def test_a_second_sigterm_exits_at_once(table, tmp_path):
     with LocalCluster(2, share_spools=False, drain_timeout=60) as cluster:
-        process, victim = cluster.processes[0], cluster.urls[0]
+        process = cluster.processes[0]
         seen = threading.Event()
-        watcher = SignalWhenRunning(victim, 0.5, seen.set)
+        SignalWhenRunning(process.pid, str(tmp_path), 0.2, seen.set)
         answers: list[int] = []
-        runner = threading.Thread(target=lambda: answers.append(run_query(table, cluster, 3.0, [watcher])))
+        runner = threading.Thread(
+            target=lambda: answers.append(run_query(table, cluster, 2.0, str(tmp_path)))
+        )
         runner.start()
-        assert seen.wait(60)
+        assert seen.wait(120)
         process.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert process.poll() is None  # draining: waiting for its task
