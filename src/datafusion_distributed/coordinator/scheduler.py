@@ -324,11 +324,12 @@ class QueryRun:
         for stage in self.state.plan.stages:
             for task in self.tasks_run.get(stage.id, ()) if stage.id in self.state.results else ():
                 tries = 0
+                if self.state.placement[stage.id][task.index] in self.state.dead:
+                    self.state.events.task_rerun()  # once, however many tries it takes
                 while self.state.placement[stage.id][task.index] in self.state.dead:
                     tries += 1
                     attempt = self.state.new_attempt(stage.id, task.index)  # numbered apart from any before
                     worker = self._worker_for(stage, task.index, attempt)
-                    self.state.events.task_rerun()
                     try:
                         self.state.results[stage.id][task.index] = self._run_watched(
                             stage, task, worker, attempt

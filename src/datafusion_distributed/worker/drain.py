@@ -38,7 +38,6 @@ class Drain:
     def __init__(self, held_queries: Callable[[], list[str]]):
         self._held_queries = held_queries
         self._running = 0
-        self._started_at: float | None = None  # time.monotonic() when the drain began
         self._changed = threading.Condition()
         self.requested = threading.Event()  # set when the drain begins: the worker's owner may act on it
 
@@ -52,7 +51,6 @@ class Drain:
         with self._changed:
             if self.requested.is_set():
                 return False
-            self._started_at = time.monotonic()
             self.requested.set()
             self._changed.notify_all()
             return True
@@ -98,7 +96,3 @@ class Drain:
                 if left <= 0:
                     return False
                 self._changed.wait(min(poll, left))
-
-    def seconds(self) -> float:
-        """Seconds since the drain began (0 before)."""
-        return 0.0 if self._started_at is None else time.monotonic() - self._started_at

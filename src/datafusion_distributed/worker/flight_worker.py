@@ -379,6 +379,7 @@ class FlightWorker(flight.FlightServerBase):
             self._drain.task_ends()
 
     def _run_counted(self, message: RunTask, started: float, name: str) -> TaskResult:
+        """Run a task the drain counts as running (see `_run_task`)."""
         query_id, key = message.query_id, message.key
         cancelled = functools.partial(self._cancelled.is_cancelled, key)  # the query, or this attempt
         sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end
