@@ -15,8 +15,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection, Sequence
 
 from ..common import exits
+from ..common.cpus import format_cpu_list
 from ..protocol.auth import TOKEN_ENV, check_token, new_token
 from ..worker.spool import query_files
 
@@ -49,6 +51,10 @@ class LocalCluster:
     `drain(i)` drains one. A drained worker is unlisted at once, takes no new task, finishes
     its running ones and serves its outputs until their queries release them, for up to
     `drain_timeout` seconds; then it exits.
+
+    `worker_cpus` confines each worker to some CPUs from its start (`worker --cpus`, Linux), worker
+    `i` to `worker_cpus[i % len(worker_cpus)]`: `[[0], [1]]` runs two workers as two one-core
+    machines would run them, DataFusion's thread pool in each sized to its core.
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class LocalCluster:
         share_spools: bool = True,
         hosts: list[str] | tuple[str, ...] | None = None,
         drain_timeout: float = 25.0,
+        worker_cpus: Sequence[Collection[int]] | None = None,
     ):
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
@@ -69,6 +76,9 @@ class LocalCluster:
             raise ValueError(f"hosts must list one address per worker ({n}), got {hosts!r}")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.worker_args = [str(a) for a in worker_args]
+        self.worker_cpus = [format_cpu_list(cpus) for cpus in worker_cpus or ()]
+        if worker_cpus is not None and (not self.worker_cpus or not all(self.worker_cpus)):
+            raise ValueError(f"worker_cpus must give each worker at least one CPU, got {worker_cpus!r}")
         self.hosts = list(hosts) if hosts is not None else ["127.0.0.1"] * n
         if drain_timeout < 0:
             raise ValueError("drain_timeout must be at least 0 seconds")
@@ -114,6 +124,8 @@ class LocalCluster:
         ]  # fmt: skip
         if self.shared_spool_root:
             command += ["--shared-spool-root", self.shared_spool_root]
+        if self.worker_cpus:
+            command += ["--cpus", self.worker_cpus[index % len(self.worker_cpus)]]
         if self._own_spools:  # a worker outliving this process deletes its spool, the last one the root
             command.append("--remove-spool-on-exit")
         process = subprocess.Popen(
@@ -258,5 +270,7 @@ def _read_url(process: subprocess.Popen, timeout: float) -> str:
     line = result[0].strip() if result else ""
     if not line.startswith("listening on "):
         process.kill()
+        if (code := process.wait()) > 0:  # it stopped by itself: its error went to standard error
+            raise RuntimeError(f"worker process exited with status {code} before listening")
         raise RuntimeError(f"worker process did not start within {timeout}s (printed {line!r})")
     return line.removeprefix("listening on ")
