@@ -37,8 +37,13 @@ RUNS = [
     ("writes.py", [*TINY, "--iterations", "1"], "lineitem"),
     ("speculation.py", [*TINY, "--queries", "3", "--iterations", "1", "--min-seconds", "0"], "on slowed"),
     ("empty_exchanges.py", [*TINY, "--iterations", "1", "--warmup", "0"], "read nothing"),
+    (
+        "rolling_restart.py",
+        [*TINY, "--workers", "2", "--add", "1", "--seconds", "2", "--queries", "3", "--forced"],
+        "0 lost",
+    ),
 ]
-WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py"}
+WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py", "rolling_restart.py"}
 
 
 @pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])

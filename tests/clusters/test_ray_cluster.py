@@ -24,6 +24,8 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.forced import FORCED_CONFIG
+from datafusion_distributed.test_utils.recorder import EventRecorder
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 
 ray = pytest.importorskip("ray")
@@ -244,3 +246,45 @@ def test_a_ray_the_cluster_started_is_shut_down_with_it():
     out = subprocess.run([sys.executable, "-c", OWN_RAY], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "1", "False", "True"]
+
+
+def test_scale_adds_workers_mid_query_that_take_tasks_and_drains_those_it_removes_mid_query(
+    local_ray, tpch_sf001, single_node_sf001
+):
+    config = dataclasses.replace(FORCED_CONFIG, worker_refresh_seconds=0.0)
+    with RayCluster(2, placement="pack", host=LOOPBACK, num_cpus=0.5, drain_timeout=20) as cluster:
+        recorder, at, codes = EventRecorder(), [], []
+
+        class ScaleDuringTheQuery:
+            """Adds a worker after the first stage; removes it, draining, after the next one."""
+
+            def on_event(self, event):
+                if event.kind is not EventKind.STAGE_FINISHED:
+                    return
+                if not at:
+                    assert cluster.scale(3) == []
+                    at.append(len(recorder.events))
+                elif len(at) == 1 and any(
+                    e.worker == cluster.get_urls()[2] for e in recorder.events[at[0] :]
+                ):
+                    at.append(len(recorder.events))
+                    removing = threading.Thread(target=lambda: codes.extend(cluster.scale(2)))
+                    removing.start()
+
+        ctx = SessionContext()
+        register_tpch(ctx, tpch_sf001)
+        handlers = [recorder, ScaleDuringTheQuery()]
+        with DistributedContext(ctx, workers=cluster, config=config, handlers=handlers) as dctx:
+            sql = tpch_query(5)
+            assert_tables_equal(
+                dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
+            )
+        deadline = time.monotonic() + 60
+        while not codes and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(at) == 2, "the added worker ran tasks of the query's later stages"
+        assert codes == [True]  # drained in time: it served its outputs until the query ended
+        assert len(cluster.get_urls()) == 2
+        assert recorder.lost() == []
+        with pytest.raises(ValueError, match="at least one worker"):
+            cluster.scale(0)

@@ -17,6 +17,7 @@ from kubernetes_validate import utils as schemas
 
 from datafusion_distributed import DnsResolver
 from datafusion_distributed.cli import build_parser
+from datafusion_distributed.cli.worker import STOP_SECONDS
 from datafusion_distributed.protocol.auth import TOKEN_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,6 +88,18 @@ def test_one_port_everywhere_service_container_probes_worker_flag_and_dns_resolv
     for probe in ("readinessProbe", "livenessProbe"):
         assert CONTAINER[probe]["tcpSocket"]["port"] == container_port["name"]
     assert DnsResolver("unused").port == WORKER_ARGS.port
+
+
+def test_the_prestop_hook_drains_the_worker_within_the_grace_period():
+    (program, *arguments) = CONTAINER["lifecycle"]["preStop"]["exec"]["command"]
+    drain = build_parser().parse_args(arguments)
+    assert program == "datafusion-distributed", "the image's entry point, on its PATH"
+    assert drain.command == "drain" and drain.wait
+    assert drain.urls == [f"grpc://127.0.0.1:{WORKER_ARGS.port}"], "the worker of its own pod"
+    assert drain.timeout == WORKER_ARGS.drain_timeout
+    # the drain, then the stop (a second), fit in the grace period, with room for the hook to start
+    assert WORKER_ARGS.drain_timeout + STOP_SECONDS + 2 <= POD["terminationGracePeriodSeconds"]
+    assert POD["terminationGracePeriodSeconds"] <= 30, "Kubernetes' default: nodes drained in time"
 
 
 def test_the_headless_service_selects_the_worker_pods():

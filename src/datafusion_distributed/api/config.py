@@ -59,6 +59,10 @@ class DistributedConfig(PlanningConfig):
             have finished. At least 1. Default 2.
         speculation_min_seconds: a task is never a straggler before it has run this many
             seconds, so short stages never speculate. At least 0. Default 1.
+        worker_refresh_seconds: each stage asks the resolver for the workers again as it
+            starts, unless its last answer is younger than this: workers that join mid-query
+            take the tasks of later stages, and workers no longer listed get none. 0 asks at
+            every stage. At least 0. Default 1.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -87,6 +91,7 @@ class DistributedConfig(PlanningConfig):
     speculation: bool = False
     speculation_factor: float = 2.0
     speculation_min_seconds: float = 1.0
+    worker_refresh_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,5 +113,7 @@ class DistributedConfig(PlanningConfig):
         factor, min_seconds = self.speculation_factor, self.speculation_min_seconds
         require(factor >= 1, "speculation_factor", "at least 1", factor)
         require(min_seconds >= 0, "speculation_min_seconds", "at least 0", min_seconds)
+        refresh = self.worker_refresh_seconds
+        require(refresh >= 0, "worker_refresh_seconds", "at least 0", refresh)
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")

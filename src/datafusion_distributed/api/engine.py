@@ -19,6 +19,7 @@ from datafusion.plan import LogicalPlan
 
 from ..clusters.embedded import EmbeddedCluster
 from ..coordinator.liveness import LivenessMonitor
+from ..coordinator.membership import Membership
 from ..coordinator.scheduler import QueryRun
 from ..coordinator.services import RunOptions, RunServices
 from ..coordinator.stragglers import StragglerRule
@@ -84,6 +85,7 @@ class Engine:
             self.resolver = StaticResolver(workers)
         else:
             raise TypeError("workers must be None, a list of URLs, or an object with get_urls()")
+        self.membership = Membership(self.resolver)  # asked again as stages start
         self.clients = ClientPool(
             ClientConfig(
                 self.config.connect_timeout,
@@ -132,7 +134,7 @@ class Engine:
         """
         if self._closed:
             raise ContextClosed()
-        urls = self.resolver.get_urls()
+        urls = self.membership.current()
         if not urls:
             raise ValueError("the worker resolver returned no workers")
         return urls
@@ -211,13 +213,14 @@ class Engine:
             StragglerRule(config.speculation_factor, config.speculation_min_seconds)
             if config.speculation
             else None,
+            config.worker_refresh_seconds,
         )
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
 
     def run(self, planned: PlannedQuery, handlers: HandlerChain) -> QueryRun:
         """A run of `planned` on the current workers, its events going to `handlers`."""
         services = RunServices(
-            self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools()
+            self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools(), self.membership
         )
         workers = self.workers()
         if self._worker_check is not None and not planned.plan.is_distributed:

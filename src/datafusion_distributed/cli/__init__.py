@@ -4,8 +4,9 @@
     datafusion-distributed sql "SELECT ..." --workers grpc://h1:50051,grpc://h2:50051 \\
         --table lineitem=data/lineitem/ [--explain]
     datafusion-distributed sql -f report.sql      # or no query: a prompt, or standard input
+    datafusion-distributed drain grpc://h1:50051 --wait   # a worker leaves, losing no work
 
-`worker.py` and `sql.py` make the two commands; `shell.py` is the interactive prompt.
+`worker.py`, `sql.py` and `drain.py` make the three commands; `shell.py` is the interactive prompt.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..common.lean_imports import import_datafusion_without_pandas
 
 import_datafusion_without_pandas()  # before the commands' modules import DataFusion
 
+from .drain import add_drain_command  # noqa: E402
 from .sql import add_sql_command  # noqa: E402
 from .worker import add_worker_command  # noqa: E402
 
@@ -26,12 +28,13 @@ INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of both subcommands; each sets `run` to the function that carries it out."""
+    """The parser of the subcommands; each sets `run` to the function that carries it out."""
     parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
     sub = parser.add_subparsers(dest="command", required=True)
     add_worker_command(sub)
     add_sql_command(sub)
+    add_drain_command(sub)
     return parser
 
 

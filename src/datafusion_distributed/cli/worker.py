@@ -14,6 +14,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 from ..common.cpus import confine_to, parse_cpu_list
 
@@ -43,11 +44,18 @@ def _parent_gone(parent_pid: int) -> bool:
 STOP_SECONDS = 1.0
 
 
+# Seconds a worker asked to leave (SIGTERM, the `drain` action) has to drain: finish its running
+# tasks and let its queries read the outputs it holds. Under Kubernetes' default grace period
+# (30 s) with room to stop.
+DRAIN_SECONDS = 25.0
+
+
 def _stop_signals() -> list[signal.Signals]:
-    """The signals that stop a worker: SIGTERM, SIGINT, and SIGHUP unless it is ignored (nohup)."""
+    """The signals that stop a worker at once: SIGINT, and SIGHUP unless it is ignored (nohup).
+    SIGTERM drains it first (a second SIGTERM stops it at once)."""
     hangup = getattr(signal, "SIGHUP", None)
     keep_hangup = hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN
-    return [signal.SIGTERM, signal.SIGINT] + ([hangup] if keep_hangup else [])
+    return [signal.SIGINT] + ([hangup] if keep_hangup else [])
 
 
 def _stop(worker, seconds: float) -> bool:
@@ -68,9 +76,42 @@ def _remove_spool(spool: str, shared_root: str | None) -> None:
             pass
 
 
-def run_worker(args: argparse.Namespace) -> int:
-    """`worker`: serve a FlightWorker until SIGTERM, SIGINT, SIGHUP or the end of `--parent-pid`.
+def _drain(worker, seconds: float, stop: threading.Event, parent_pid: int) -> bool:
+    """Drain `worker` (see `FlightWorker.drain`) for up to `seconds`, or until `stop` is set
+    (a second SIGTERM, SIGINT, SIGHUP) or `parent_pid` ends; whether it drained."""
+    log = logging.getLogger(__name__)
+    worker.drain()
+    log.info(
+        "worker %s draining: up to %gs for %d task(s) running",
+        worker.url,
+        seconds,
+        worker.health()["running_tasks"],
+    )
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0 and not stop.is_set():
+        if worker.wait_drained(min(0.2, left)):
+            log.info("worker %s drained", worker.url)
+            return True
+        if parent_pid and _parent_gone(parent_pid):
+            return False
+    health = worker.health()
+    log.warning(
+        "worker %s stops before it drained (%d task(s) running, outputs of %d queries held): "
+        "their coordinators recompute them",
+        worker.url,
+        health["running_tasks"],
+        health["held_queries"],
+    )
+    return False
 
+
+def run_worker(args: argparse.Namespace) -> int:
+    """`worker`: serve a FlightWorker until SIGTERM, the `drain` action, SIGINT, SIGHUP or the
+    end of `--parent-pid`.
+
+    SIGTERM and the `drain` action drain it first: it takes no new task, finishes its running
+    ones and serves the outputs it holds until their queries release them, for up to
+    `--drain-timeout` seconds (a second SIGTERM ends the wait). The others stop it at once.
     Calls still in progress `STOP_SECONDS` after that (running tasks) are abandoned: their
     coordinator takes the worker for lost. A spool folder the worker made itself, or any with
     `--remove-spool-on-exit`, is deleted as it exits."""
@@ -104,16 +145,28 @@ def run_worker(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if token is None:
         print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
-    stop = threading.Event()
+    stop = threading.Event()  # stop at once
+    terms: list[int] = []
+
+    def on_term(*_) -> None:
+        terms.append(1)
+        if len(terms) == 1:
+            worker.drain()  # from this instant no task is taken
+        else:
+            stop.set()
+
     for sig in _stop_signals():
         signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, on_term)
     print(f"listening on {worker.url}", flush=True)
     log = logging.getLogger(__name__)
     log.info("worker %s serving, spool %s", worker.url, worker.spool.root)
-    while not stop.wait(0.5):
+    while not stop.wait(0.2) and not worker.drain_requested.is_set():
         if args.parent_pid and _parent_gone(args.parent_pid):
             log.info("process %d ended: stopping", args.parent_pid)
             break
+    if worker.drain_requested.is_set() and not stop.is_set():
+        _drain(worker, args.drain_timeout, stop, args.parent_pid)
     stopped = _stop(worker, STOP_SECONDS)
     if args.spool_dir is None or args.remove_spool_on_exit:
         _remove_spool(worker.spool.root, args.shared_spool_root)
@@ -178,6 +231,14 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
         "--memory-limit-bytes",
         type=int,
         help="memory pool shared by the worker's tasks (DataFusion fair spill pool)",
+    )
+    worker.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=DRAIN_SECONDS,
+        help="seconds a worker given SIGTERM (or the drain action) has to finish its running tasks "
+        "and let its queries read the outputs it holds before it exits (0: exit at once); "
+        "a second SIGTERM exits at once",
     )
     worker.add_argument(
         "--cpus",

@@ -45,6 +45,13 @@ class LocalCluster:
     worker (any of 127.0.0.0/8 is this machine's loopback on Linux), e.g.
     `[f"127.0.0.{i + 2}" for i in range(n)]`; by default all listen on 127.0.0.1.
 
+    The cluster changes size while queries run: `scale(n)` starts workers (queries take them
+    on as their next stage starts) or drains the last ones, `replace(i)` starts a new worker in
+    worker `i`'s place and drains the old one (a rolling restart, one worker at a time), and
+    `drain(i)` drains one. A drained worker is unlisted at once, takes no new task, finishes
+    its running ones and serves its outputs until their queries release them, for up to
+    `drain_timeout` seconds; then it exits.
+
     `worker_cpus` confines each worker to some CPUs from its start (`worker --cpus`, Linux), worker
     `i` to `worker_cpus[i % len(worker_cpus)]`: `[[0], [1]]` runs two workers as two one-core
     machines would run them, DataFusion's thread pool in each sized to its core.
@@ -60,6 +67,7 @@ class LocalCluster:
         worker_args: list[str] | tuple[str, ...] = (),
         share_spools: bool = True,
         hosts: list[str] | tuple[str, ...] | None = None,
+        drain_timeout: float = 25.0,
         worker_cpus: Sequence[Collection[int]] | None = None,
     ):
         if n < 1:
@@ -72,6 +80,9 @@ class LocalCluster:
         if worker_cpus is not None and (not self.worker_cpus or not all(self.worker_cpus)):
             raise ValueError(f"worker_cpus must give each worker at least one CPU, got {worker_cpus!r}")
         self.hosts = list(hosts) if hosts is not None else ["127.0.0.1"] * n
+        if drain_timeout < 0:
+            raise ValueError("drain_timeout must be at least 0 seconds")
+        self.drain_timeout = drain_timeout
         self._own_root = spool_root is None and share_spools
         if share_spools:
             self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
@@ -79,15 +90,12 @@ class LocalCluster:
             self.spool_root = spool_root
         self.shared_spool_root: str | None = self.spool_root if share_spools else None
         # sharing nothing and no root given: each worker's folder is made apart, no path relates them
-        self.spools = [
-            os.path.join(self.spool_root, f"worker-{i}")
-            if self.spool_root
-            else tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
-            for i in range(n)
-        ]
+        self._made = 0  # workers started so far: each new one's spool folder is a new one
+        self.spools = [self._new_spool() for _ in range(n)]
         self._own_spools = spool_root is None
         self.processes: list[subprocess.Popen] = []
         self.urls: list[str] = []
+        self._leaving: list[subprocess.Popen] = []  # drained workers not yet exited
         self._lock = threading.RLock()  # reentrant: a signal's clean-up may interrupt close()
         atexit.register(self.close)
         self._exit_key = exits.at_exit_signal(self.close, holds_handlers=True)
@@ -98,11 +106,21 @@ class LocalCluster:
             self.close()
             raise
 
+    def _new_spool(self) -> str:
+        """A spool folder no worker of this cluster used yet (a spool is emptied when its worker
+        starts: a replacement must not empty the folder of the worker it replaces)."""
+        index, self._made = self._made, self._made + 1
+        if self.spool_root:
+            return os.path.join(self.spool_root, f"worker-{index}")
+        # sharing nothing and no root given: each worker's folder is made apart, no path relates them
+        return tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
+
     def _start(self, index: int, timeout: float) -> None:
         command = [
             sys.executable, "-m", "datafusion_distributed", "worker",
             "--host", self.hosts[index], "--port", "0", "--spool-dir", self.spools[index],
-            "--parent-pid", str(os.getpid()), *self.worker_args,
+            "--parent-pid", str(os.getpid()), "--drain-timeout", str(self.drain_timeout),
+            *self.worker_args,
         ]  # fmt: skip
         if self.shared_spool_root:
             command += ["--shared-spool-root", self.shared_spool_root]
@@ -142,19 +160,84 @@ class LocalCluster:
             self.processes[index].stdout.close()
         self._start(index, start_timeout)
 
+    # -- changing size --------------------------------------------------------------------
+    def scale(self, n: int, start_timeout: float = 30.0, host: str = "127.0.0.1") -> list[int]:
+        """Run `n` workers from now on: start the missing ones (listening on `host`), or drain
+        the last ones, all at once (see `drain`). Returns the exit codes of the workers drained.
+
+        Raises:
+            ValueError: `n` is below 1.
+        """
+        if n < 1:
+            raise ValueError("a local cluster needs at least one worker")
+        with self._lock:
+            while len(self.processes) < n:
+                self.hosts.append(host)
+                self.spools.append(self._new_spool())
+                self._start(len(self.processes), start_timeout)
+            leaving = [self._unlist(len(self.processes) - 1) for _ in range(len(self.processes) - n)]
+        for process in leaving:
+            process.send_signal(signal.SIGTERM)
+        return [self._wait_drained(p) for p in reversed(leaving)]
+
+    def drain(self, index: int) -> int:
+        """Drain worker `index` and wait for it to exit; its exit code (0 when it drained, or when
+        `drain_timeout` ran out first). It is unlisted at once, so queries send it no new task,
+        and told to drain (SIGTERM): it finishes its running tasks and serves the outputs it
+        holds until their queries release them. The workers after it move up one index."""
+        with self._lock:
+            process = self._unlist(index)
+        process.send_signal(signal.SIGTERM)
+        return self._wait_drained(process)
+
+    def replace(self, index: int, start_timeout: float = 30.0) -> int:
+        """Start a new worker in worker `index`'s place (a spool of its own, a new URL), then
+        drain the old one (see `drain`): one step of a rolling restart. Returns the old worker's
+        exit code."""
+        with self._lock:
+            old = self.processes[index]
+            self._leaving.append(old)
+            self.spools[index] = self._new_spool()
+            self._start(index, start_timeout)  # listed in its place once it listens
+        old.send_signal(signal.SIGTERM)
+        return self._wait_drained(old)
+
+    def _unlist(self, index: int) -> subprocess.Popen:
+        """Take worker `index` out of the cluster's lists (its URL is no longer resolved); its
+        spool goes as it exits (see `_start`)."""
+        process = self.processes.pop(index)
+        del self.urls[index], self.hosts[index], self.spools[index]
+        self._leaving.append(process)
+        return process
+
+    def _wait_drained(self, process: subprocess.Popen) -> int:
+        """Wait for a drained worker to exit (killed if it outlives its drain by 10 seconds)."""
+        try:
+            code = process.wait(self.drain_timeout + 10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        if process.stdout:
+            process.stdout.close()
+        with self._lock:
+            if process in self._leaving:
+                self._leaving.remove(process)
+        return code
+
     def spool_files(self) -> list[str]:
         """Every file of the queries in the workers' spools (to see that queries clean up after them)."""
         return [f for spool in self.spools for f in query_files(spool)]
 
     def close(self) -> None:
-        """Stop the workers (SIGTERM, then SIGKILL after 10 seconds) and delete the spools the
+        """Stop the workers at once (SIGINT, then SIGKILL after 10 seconds) and delete the spools the
         cluster made; closing twice does nothing."""
         with self._lock:
-            for process in self.processes:
+            every = self.processes + self._leaving
+            for process in every:
                 if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
+                    process.send_signal(signal.SIGINT)  # at once: SIGTERM would drain them
             deadline = time.monotonic() + 10
-            for process in self.processes:
+            for process in every:
                 try:
                     process.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
@@ -162,7 +245,7 @@ class LocalCluster:
                     process.wait()
                 if process.stdout:
                     process.stdout.close()
-            self.processes = []
+            self.processes, self._leaving = [], []
             if self._own_root:
                 shutil.rmtree(self.spool_root, ignore_errors=True)
             elif self._own_spools:

@@ -2,8 +2,9 @@
 
 Each actor runs a `FlightWorker` on its node, listening on the node's IP address, with its
 spool in a folder of that node's local disk that the actor makes and removes. The cluster is a
-resolver: it asks the actors for their URLs at every query, so a restarted actor (a new process
-on a new port) is used from the next query on. Workers on different machines cannot read each
+resolver: it asks the actors for their URLs as every query and every stage starts (at most once
+per `worker_refresh_seconds`), so a restarted actor (a new process on a new port), or one added
+by `scale`, is used from the next stage on; one removed by `scale` drains first. Workers on different machines cannot read each
 other's spools, so they never share them in place: exchanges cross Flight, and the "auto"
 compression picks lz4 for them.
 
@@ -97,6 +98,14 @@ class _RayWorker:
         self.worker.stop()
         shutil.rmtree(self.spool_dir, ignore_errors=True)
 
+    def drain(self, timeout: float) -> bool:
+        """Drain the worker (no new task; running ones finished, held outputs served until
+        released) for up to `timeout` seconds, then stop it; whether it drained in time."""
+        self.worker.drain()
+        drained = self.worker.wait_drained(timeout)
+        self.stop()
+        return drained
+
 
 class RayCluster:
     """`n` workers as Ray actors, one per node by default: a context manager and a resolver::
@@ -129,8 +138,12 @@ class RayCluster:
         start_timeout: seconds to wait for the workers (and their placement) before failing.
         url_timeout: seconds `get_urls` waits for an actor to answer (one restarting answers
             once its new worker listens); one that does not answer is left out.
+        drain_timeout: seconds a worker removed by `scale` has to drain before it stops.
         worker_options: passed to every `FlightWorker` (for example `spool_quota_bytes`,
             `memory_limit_bytes`, `tls_cert`/`tls_key`).
+
+    `scale(n)` changes the number of workers while queries run: new actors' workers take the
+    tasks of the stages that start once they listen; removed ones are unlisted at once and drained.
 
     Workers are stopped, their spools deleted and their actors killed on `close()`, on exit of
     the `with` block, at interpreter exit (where Ray's own SIGTERM handler leads) and on
@@ -151,6 +164,7 @@ class RayCluster:
         actor_options: Mapping[str, Any] | None = None,
         start_timeout: float = 120.0,
         url_timeout: float = 30.0,
+        drain_timeout: float = 25.0,
         **worker_options: Any,
     ):
         if placement not in PLACEMENTS:
@@ -165,13 +179,19 @@ class RayCluster:
             raise ValueError("num_cpus must be positive: Ray places the workers by the CPUs they reserve")
         if start_timeout <= 0 or url_timeout <= 0:
             raise ValueError("start_timeout and url_timeout must be positive numbers of seconds")
+        if drain_timeout < 0:
+            raise ValueError("drain_timeout must be at least 0 seconds")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.placement = placement
         self.url_timeout = url_timeout
+        self.drain_timeout = drain_timeout
+        self.start_timeout = start_timeout
         self.cluster_id = uuid.uuid4().hex
         self.actors: list[Any] = []
         self._started: set[int] = set()  # the actors whose worker started: they have a spool
         self._placement_group: PlacementGroup | None = None
+        self._more_groups: list[PlacementGroup] = []  # those of workers added by `scale`
+        self._made = 0  # actors made so far: each new one's spool folder has a new name
         self._lock = threading.RLock()  # reentrant: a signal's clean-up may interrupt close()
         self._closed = False
         self._owns_ray = not ray.is_initialized()
@@ -186,56 +206,98 @@ class RayCluster:
             nodes = len(alive_nodes())
             self.n = n if n is not None else nodes
             self.placement = _resolve_placement(placement, self.n, nodes)
-            self._start(host, session_builder, num_cpus, max_restarts, actor_options or {}, worker_options)
-            self.spool_dirs = self._wait_started(start_timeout)
+            self._actor_args = (host, session_builder, num_cpus, max_restarts, dict(actor_options or {}))
+            self._worker_options = dict(worker_options)
+            self._start(self.n)
+            self.spool_dirs = self._wait_started(self.actors, start_timeout)
         except BaseException:
             self.close()
             raise
 
-    def _start(
-        self,
-        host: str | None,
-        session_builder: SessionBuilder | None,
-        num_cpus: float,
-        max_restarts: int,
-        actor_options: Mapping[str, Any],
-        worker_options: Mapping[str, Any],
-    ) -> None:
+    def _start(self, count: int) -> None:
+        """Start `count` more actors (in a placement group of their own when the placement uses one)."""
+        host, session_builder, num_cpus, max_restarts, actor_options = self._actor_args
         strategy = PLACEMENTS[self.placement]
         options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": max_restarts, **actor_options}
+        group = None
         if strategy is not None:
-            self._placement_group = placement_group([{"CPU": num_cpus}] * self.n, strategy=strategy)
+            group = placement_group([{"CPU": num_cpus}] * count, strategy=strategy)
+            if self._placement_group is None:
+                self._placement_group = group
+            else:
+                self._more_groups.append(group)
         else:
             options.setdefault("scheduling_strategy", "SPREAD")
         actor_class = ray.remote(_RayWorker)
-        for i in range(self.n):
-            if self._placement_group is not None:
+        for i in range(count):
+            if group is not None:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    placement_group=self._placement_group, placement_group_bundle_index=i
+                    placement_group=group, placement_group_bundle_index=i
                 )
-            spool_name = f"datafusion-distributed-ray-{self.cluster_id}-worker-{i}"
+            spool_name = f"datafusion-distributed-ray-{self.cluster_id}-worker-{self._made}"
+            self._made += 1
             self.actors.append(
                 actor_class.options(**options).remote(
-                    spool_name, host, self.auth_token, session_builder, dict(worker_options)
+                    spool_name, host, self.auth_token, session_builder, self._worker_options
                 )
             )
 
-    def _wait_started(self, timeout: float) -> list[str]:
-        """The actors' spool folders, once every actor was placed and its worker listens
-        (at most `timeout` seconds)."""
-        answers, failures = ask_actors(self.actors, "spool", timeout)
-        self._started = set(answers)
+    def scale(self, n: int) -> list[bool]:
+        """Run `n` workers from now on. New actors start (their workers listen within
+        `start_timeout`), and queries take them on as their next stage starts; or the last
+        workers are unlisted at once and drained, all together: they take no new task, finish
+        their running ones and serve their outputs until released, for up to `drain_timeout`
+        seconds, then stop and their actors are killed. Returns, per worker removed, whether it
+        drained in time (what did not is recomputed, as for a lost worker).
+
+        Raises:
+            ValueError: `n` is below 1.
+            RuntimeError: the cluster is closed, or a new worker failed to start.
+            TimeoutError: new workers did not start within `start_timeout`.
+        """
+        if n < 1:
+            raise ValueError("a Ray cluster needs at least one worker")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the Ray cluster is closed")
+            if n > len(self.actors):
+                first = len(self.actors)
+                self._start(n - first)
+                self.spool_dirs += self._wait_started(self.actors[first:], self.start_timeout, first)
+                self.n = n
+                return []
+            leaving = self.actors[n:]
+            del self.actors[n:]
+            del self.spool_dirs[n:]
+            started = {i for i in self._started if i >= n}
+            self._started -= started
+            self.n = n
+        # unlisted above: no query sends them a task from now on (`get_urls` asks the others)
+        answers, failures = ask_actors(
+            leaving, "drain", self.drain_timeout + STOP_TIMEOUT, self.drain_timeout
+        )
+        for j, cause in failures.items():
+            log.info("Ray worker %d was gone before it could drain: %s", n + j, type(cause).__name__)
+        for actor in leaving:
+            ray.kill(actor)
+        return [bool(answers.get(i, False)) for i in range(len(leaving))]
+
+    def _wait_started(self, actors: list[Any], timeout: float, first: int = 0) -> list[str]:
+        """The spool folders of `actors` (indices `first`...), once each was placed and its
+        worker listens (at most `timeout` seconds)."""
+        answers, failures = ask_actors(actors, "spool", timeout)
+        self._started |= {first + i for i in answers}
         if failures:
             i, cause = next(iter(failures.items()))
-            raise RuntimeError(f"Ray worker {i} failed to start: {cause}") from cause
-        if len(answers) < len(self.actors):
+            raise RuntimeError(f"Ray worker {first + i} failed to start: {cause}") from cause
+        if len(answers) < len(actors):
             raise TimeoutError(
-                f"{len(self.actors) - len(answers)} of {len(self.actors)} Ray workers did not start "
+                f"{len(actors) - len(answers)} of {len(actors)} Ray workers did not start "
                 f"within {timeout}s (placement {self.placement!r}, the Ray cluster has "
                 f"{len(alive_nodes())} alive node(s)): strict_spread needs a node per worker, and "
                 "each worker needs its num_cpus free"
             )
-        return [answers[i] for i in range(len(self.actors))]
+        return [answers[i] for i in range(len(actors))]
 
     def get_urls(self) -> list[str]:
         """The workers' URLs, asked of the actors now: the cluster is a resolver. An actor that
@@ -282,8 +344,9 @@ class RayCluster:
             log.info("Ray worker %d was gone before it could stop: %s", started[j], type(cause).__name__)
         for actor in self.actors:  # one that did not stop in time is killed all the same
             ray.kill(actor)
-        if self._placement_group is not None:
-            remove_placement_group(self._placement_group)
+        for group in [self._placement_group, *self._more_groups]:
+            if group is not None:
+                remove_placement_group(group)
 
     def __enter__(self) -> RayCluster:
         return self
@@ -292,13 +355,15 @@ class RayCluster:
         self.close()
 
 
-def ask_actors(actors: list[Any], method: str, timeout: float) -> tuple[dict[int, Any], dict[int, Exception]]:
-    """Call `method` on every actor at once and collect the answers by actor index, for at most
-    `timeout` seconds. A restarting actor is asked again until it answers; a dead one (or one
+def ask_actors(
+    actors: list[Any], method: str, timeout: float, *args: Any
+) -> tuple[dict[int, Any], dict[int, Exception]]:
+    """Call `method` (with `args`) on every actor at once and collect the answers by actor
+    index, for at most `timeout` seconds. A restarting actor is asked again until it answers; a dead one (or one
     whose method raised) is among the failures, with its error; one that did not answer in time
     is in neither."""
     deadline = time.monotonic() + timeout
-    pending = {getattr(actor, method).remote(): i for i, actor in enumerate(actors)}
+    pending = {getattr(actor, method).remote(*args): i for i, actor in enumerate(actors)}
     answers: dict[int, Any] = {}
     failures: dict[int, Exception] = {}
     while pending and (left := deadline - time.monotonic()) > 0:
@@ -309,7 +374,7 @@ def ask_actors(actors: list[Any], method: str, timeout: float) -> tuple[dict[int
                 answers[i] = ray.get(ref)
             except ray.exceptions.ActorUnavailableError:  # restarting: its new process answers soon
                 time.sleep(min(RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
-                pending[getattr(actors[i], method).remote()] = i
+                pending[getattr(actors[i], method).remote(*args)] = i
             except ray.exceptions.RayError as exc:
                 failures[i] = exc
     return answers, failures

@@ -135,7 +135,19 @@ class QueryCollector:
 
     def worker_unreachable(self, worker: str, error: BaseException | None = None) -> None:
         """Worker `worker` was lost (`error`: how it showed); the query goes on without it."""
+        self.metrics.lost_workers.append(worker)
         self._emit(EventKind.WORKER_UNREACHABLE, worker=worker, error=error)
+
+    def worker_draining(self, worker: str, stage: int | None = None, task: int | None = None) -> None:
+        """Worker `worker` drains: the query sends it nothing more (task `task` of `stage`, which
+        it refused, runs elsewhere) and reads the outputs it holds as usual."""
+        self.metrics.draining_workers.append(worker)
+        log.info("worker %s drains: the query sends it no more tasks", worker)
+        self._emit(EventKind.WORKER_DRAINING, stage=stage, task=task, worker=worker)
+
+    def task_rerun(self) -> None:
+        """A task runs again because a worker was lost (retried, or its outputs recomputed)."""
+        self.metrics.rerun_tasks += 1
 
     # -- the head stage, run here -----------------------------------------------------------
     def head_finished(self, stage: int, rows: int, metrics: TaskMetrics | None) -> None:

@@ -8,6 +8,10 @@ coordinator) it holds data of, which also renews their spool leases there, so a 
 never deletes a running query. A worker whose probes have gone unanswered for longer than the
 timeout is `lost`; the scheduler then treats it exactly like a worker whose connection failed.
 
+A probe's answer also says whether the worker drains: it is then marked in `draining` and
+sent no new task. Marked workers are probed too while any query is watched, so the mark goes
+when the worker serves again (a new one at the same address) or leaves.
+
 Probes run one at a time per worker, each bounded by the timeout; the thread sending them stops
 when no query is watched and starts again with the next one.
 """
@@ -21,6 +25,7 @@ import time
 from ..common.threads import kept_threads
 from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.flight import ClientPool
+from .draining import DrainingWorkers
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -48,6 +53,7 @@ class LivenessMonitor:
         self._probing: set[str] = set()  # workers with a probe in flight
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.draining = DrainingWorkers()  # workers that said they drain: sent no new task
 
     def set_timeout(self, timeout: float) -> None:
         """Count a worker lost after `timeout` seconds of silence from now on, probing every
@@ -104,6 +110,8 @@ class LivenessMonitor:
             if not targets:
                 self._thread = None
                 return None
+            for worker in self.draining.marked():  # until it serves again or leaves
+                targets.setdefault(worker, [])
             now = time.monotonic()
             due = {w: tuple(sorted(ids)) for w, ids in targets.items() if w not in self._probing}
             for worker in due:
@@ -120,11 +128,15 @@ class LivenessMonitor:
     def _probe(self, worker: str, query_ids: tuple[str, ...]) -> None:
         answered = False
         try:
-            self.clients.get(worker).heartbeat(query_ids, self.timeout)
+            if self.clients.get(worker).heartbeat(query_ids, self.timeout):
+                self.draining.mark(worker)
+            else:
+                self.draining.clear(worker)
             answered = True
         except WorkerError:  # it answered, if only to refuse (a worker of an older version)
             answered = True
         except (WorkerTimeout, WorkerUnreachable) as exc:
+            self.draining.clear(worker)  # gone: a task sent there fails as for any lost worker
             log.debug("worker %s did not answer a liveness probe: %s", worker, exc)
         except Exception:  # never let a probe's thread die silently
             log.exception("liveness probe of %s failed", worker)

@@ -8,6 +8,7 @@ cancellation. The scheduler alone decides what runs next."""
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from datafusion import SessionContext
 from ..codec import replace_subtree
 from ..distributed_planner.empty_inputs import read_in_place_of_nothing
 from ..distributed_planner.planner import single_task
+from ..errors import QueryFailed
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores
 from ..execution_plans.stage import DistributedPlan, InputBoundary, Stage, StageInput, TaskPlan
@@ -31,6 +33,8 @@ from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
 from .retry import RetryPolicy
 from .services import RunOptions, RunServices
+
+log = logging.getLogger("datafusion_distributed.coordinator")
 
 
 @dataclass
@@ -53,6 +57,7 @@ class RunState:
     feeds: FeedRun | None = None  # the units of the plan's feeds, from when it runs
     # by input marker: where an input left empty is read, its subtree reading nothing (or None)
     no_rows: dict[bytes, InputBoundary | None] = field(default_factory=dict)
+    draining_seen: set[str] = field(default_factory=set)  # draining workers this query was told of
 
     @classmethod
     def start(
@@ -91,6 +96,55 @@ class RunState:
     def dead(self) -> set[str]:
         """Workers found lost during this query."""
         return self.retry.dead
+
+    # -- which workers take tasks -----------------------------------------------------------
+    def live_workers(self, exclude: str | None = None) -> list[str]:
+        """The workers a task may be sent to now: listed, neither lost in this query nor
+        draining (those found draining are reported, once per query), and not `exclude`."""
+        draining = self.liveness.draining.marked()
+        for worker in self.workers:
+            if worker in draining:
+                self.note_draining(worker)
+        return [w for w in self.workers if w not in self.dead and w not in draining and w != exclude]
+
+    def no_worker_left(self) -> QueryFailed:
+        """The error of a query that has no worker left to send a task to."""
+        draining = any(w in self.liveness.draining for w in self.workers)
+        what = "unreachable or draining" if draining else "unreachable"
+        return QueryFailed(f"every worker is {what}: {', '.join(self.workers)}")
+
+    def note_draining(self, worker: str, stage: int | None = None, task: int | None = None) -> None:
+        """`worker` drains (it refused task `task` of `stage`, or a probe said so): it gets no
+        new task, from this query or any other of the coordinator; reported once per query."""
+        self.liveness.draining.mark(worker)
+        if worker not in self.draining_seen:
+            self.draining_seen.add(worker)
+            self.events.worker_draining(worker, stage, task)
+
+    def refresh_workers(self) -> None:
+        """Ask the resolver again (its answer reused up to `worker_refresh_seconds`) as a stage
+        starts: workers that joined take tasks from now on, workers no longer listed get none
+        (the outputs they hold are read as usual). A failing or empty answer keeps the list."""
+        membership = self.services.membership
+        if membership is None:
+            return
+        try:
+            urls = membership.recent(self.options.worker_refresh_seconds)
+        except Exception as exc:  # any resolver's error: the stage runs on the workers it had
+            log.warning(
+                "could not ask the resolver for workers (going on with %d): %s", len(self.workers), exc
+            )
+            return
+        if urls and urls != self.workers:
+            joined, left = set(urls) - set(self.workers), set(self.workers) - set(urls)
+            log.info(
+                "workers changed: %d joined %s, %d left %s",
+                len(joined),
+                sorted(joined),
+                len(left),
+                sorted(left),
+            )
+            self.workers = list(urls)
 
     # -- building task messages -------------------------------------------------------------
     def tasks_of(self, stage: Stage) -> tuple[TaskPlan, ...]:

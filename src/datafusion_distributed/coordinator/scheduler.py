@@ -1,6 +1,10 @@
 """Run a distributed plan on workers: stages start when their inputs are complete, independent
 stages run at once, tasks spread over workers, and the final stage streams the result.
 
+The workers are asked of the resolver again as each stage starts (`membership`): workers that
+joined take its tasks, and workers found draining (`draining`) get none, without any wait: a
+task one refuses goes elsewhere at once, and the outputs it holds are read as usual.
+
 Stages are materialised, so a lost worker costs only its work: a task that fails because a
 worker is unreachable, or whose worker stops answering liveness probes (`liveness`), is retried
 on another worker, and outputs the lost worker held are first recomputed from their inputs
@@ -26,6 +30,7 @@ from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failur
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..protocol.flight import draining_worker
 from ..protocol.messages import FeedTask, RunTask, TaskResult
 from ..work_unit_feed.reading import scan_fields
 from .cancellation import POLL_SECONDS
@@ -79,9 +84,9 @@ class QueryRun:
         )
 
     def _worker_for(self, stage: Stage, task: int, attempt: int = 0, exclude: str | None = None) -> str:
-        live = [w for w in self.state.workers if w not in self.state.dead and w != exclude]
+        live = self.state.live_workers(exclude)
         if not live:
-            raise QueryFailed(f"every worker is unreachable: {', '.join(self.state.workers)}")
+            raise self.state.no_worker_left()
         request = RoutingRequest(stage, task, attempt, tuple(live), self.state.query_id)
         worker = self.handlers.route_task(request)  # events.defaults.RoundRobinRouting unless a user answers
         self.state.contacted.add(worker)  # before the task is sent, so a cancel never misses it
@@ -176,6 +181,7 @@ class QueryRun:
         return future.result()
 
     def _start_stage(self, stage: Stage) -> dict[Future, tuple[Stage, int]]:
+        self.state.refresh_workers()  # workers that joined since the query started take tasks too
         tasks = self.tasks_run[stage.id] = self.state.tasks_of(stage)
         self.state.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
@@ -288,12 +294,19 @@ class QueryRun:
         self, stage: Stage, index: int, worker: str, exc: BaseException, attempts: dict[tuple[int, int], int]
     ) -> Future:
         """Try task `index` of `stage` again on another worker after `exc` ended its try on
-        `worker` (lost outputs are recomputed first), or raise QueryFailed."""
-        attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+        `worker` (lost outputs are recomputed first), or raise QueryFailed. A task a draining
+        worker refused did nothing there: it goes to another worker as the same attempt,
+        neither failed nor counted against `task_attempts`."""
         if stage.feeds:
             self.state.feeds.abandon(stage.id, index)  # its units go back, for the others or its next try
-        self.state.events.task_failed(stage.id, index, worker, attempt - 1, exc)
-        self.state.retry.after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
+        if draining_worker(exc) is not None:
+            attempt = attempts.get((stage.id, index), 0)
+            self.state.note_draining(worker, stage.id, index)
+        else:
+            attempt = attempts[stage.id, index] = attempts.get((stage.id, index), 0) + 1
+            self.state.events.task_failed(stage.id, index, worker, attempt - 1, exc)
+            self.state.retry.after_failure(exc, attempt, f"stage {stage.id} task {index} on {worker}")
+            self.state.events.task_rerun()
         self.recompute_lost_outputs()
         task = self.tasks_run[stage.id][index]
         retry = self._worker_for(stage, index, attempt)
@@ -311,6 +324,8 @@ class QueryRun:
         for stage in self.state.plan.stages:
             for task in self.tasks_run.get(stage.id, ()) if stage.id in self.state.results else ():
                 tries = 0
+                if self.state.placement[stage.id][task.index] in self.state.dead:
+                    self.state.events.task_rerun()  # once, however many tries it takes
                 while self.state.placement[stage.id][task.index] in self.state.dead:
                     tries += 1
                     attempt = self.state.new_attempt(stage.id, task.index)  # numbered apart from any before
@@ -326,6 +341,10 @@ class QueryRun:
                     except WORKER_ERRORS as exc:
                         if stage.feeds:
                             self.state.feeds.abandon(stage.id, task.index)
+                        if draining_worker(exc) is not None:  # refused: another worker, not another try
+                            self.state.note_draining(worker, stage.id, task.index)
+                            tries -= 1
+                            continue
                         what = f"recomputing stage {stage.id} task {task.index}"
                         self.state.retry.after_failure(exc, tries, what)
                         self.recompute_lost_outputs()  # an input of this task may be gone too

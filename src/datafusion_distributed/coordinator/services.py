@@ -12,6 +12,7 @@ from ..runtime.session import task_session
 from ..runtime.session_settings import TaskSessions
 from ..work_unit_feed.service import FeedService
 from .liveness import LivenessMonitor
+from .membership import Membership
 from .stragglers import StragglerRule
 
 
@@ -25,6 +26,8 @@ class RunServices:
         feeds: the service the tasks of work-unit feeds ask for units (None: no feed runs).
         head_sessions: the sessions the head stage runs in (see `TaskSessions`).
         local_spools: workers' spools this process reads in place (a cluster on this host).
+        membership: the resolver's answers, asked again as each stage starts (None: the
+            workers the run was given, throughout).
     """
 
     clients: ClientPool
@@ -32,6 +35,7 @@ class RunServices:
     feeds: FeedService | None = None
     head_sessions: TaskSessions = field(default_factory=lambda: TaskSessions(task_session))
     local_spools: tuple[str, ...] = ()
+    membership: Membership | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class RunOptions:
             planned.
         speculation: when stragglers get a second attempt on another worker (see
             `coordinator.speculation`); None when they do not.
+        worker_refresh_seconds: how old the resolver's answer may be when a stage starts
+            before it is asked again (see `coordinator.membership`).
     """
 
     compression: str | None = "lz4"
@@ -54,3 +60,4 @@ class RunOptions:
     query_timeout: float | None = None
     adaptive: QueryPlanConfig | None = None
     speculation: StragglerRule | None = None
+    worker_refresh_seconds: float = 1.0

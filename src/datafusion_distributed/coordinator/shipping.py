@@ -26,7 +26,6 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..common import exits
-from ..errors import QueryFailed
 from ..execution_plans.stage import ShippedTable
 from ..protocol.messages import PartitionResult, ShipPartition, TaskResult
 from ..runtime.outputs import write_task_outputs
@@ -169,9 +168,9 @@ class TableShipper:
     def _any_worker(self, table: ShippedTable, attempt: int) -> str:
         """A live worker to hold a table's files: released with the query, probed while it runs."""
         run = self.run
-        live = [w for w in run.workers if w not in run.dead]
+        live = run.live_workers()
         if not live:
-            raise QueryFailed(f"every worker is unreachable: {', '.join(run.workers)}")
+            raise run.no_worker_left()
         worker = live[(table.id + attempt) % len(live)]
         run.contacted.add(worker)
         run.liveness.watch(run.query_id, worker)

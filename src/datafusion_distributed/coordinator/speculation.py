@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ..common.threads import kept_threads
 from ..errors import WorkerUnreachable
 from ..execution_plans.stage import Stage, TaskPlan
-from ..protocol.flight import lost_worker
+from ..protocol.flight import draining_worker, lost_worker
 from ..protocol.messages import TaskKey
 from .run_state import RunState
 from .stragglers import StragglerRule
@@ -129,7 +129,7 @@ class Speculation:
         """Start a second attempt of task `index` on another live worker, racing the first."""
         self._tried.add((stage.id, index))
         worker = self.state.placement[stage.id][index]
-        if not [w for w in self.state.workers if w not in self.state.dead and w != worker]:
+        if not self.state.live_workers(exclude=worker):
             return  # nowhere else to run it
         first = _Attempt(future, worker, self.state.attempts.get((stage.id, index), 0))
         number = self.state.new_attempt(stage.id, index)
@@ -161,10 +161,15 @@ class Speculation:
                 attempt.failure = error
                 if (lost := lost_worker(error)) is not None:
                     self.state.retry.mark_dead(lost, error)
+                elif draining_worker(error) is not None:
+                    self.state.note_draining(attempt.worker, race.stage.id, race.index)
         failed = [a for a in race.attempts if a.failure is not None]
         # both failed: the query's own error if either is one, reported and handled by the scheduler
         last = (
-            next((a for a in failed if lost_worker(a.failure) is None), failed[-1])
+            next(
+                (a for a in failed if lost_worker(a.failure) is None and draining_worker(a.failure) is None),
+                failed[-1],
+            )
             if len(failed) == 2
             else None
         )

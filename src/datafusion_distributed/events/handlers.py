@@ -214,7 +214,8 @@ class PlanRewriteRequest:
 
 class EventKind(str, enum.Enum):
     """What happened, in an `Event`: a query, stage or task started, finished or failed, a
-    stage was re-planned from its inputs' sizes, or a worker was unreachable."""
+    stage was re-planned from its inputs' sizes, a worker was unreachable, or a worker was
+    found draining (it takes no new task; the query routes around it and loses nothing)."""
 
     QUERY_STARTED = "query_started"
     QUERY_FINISHED = "query_finished"
@@ -226,6 +227,7 @@ class EventKind(str, enum.Enum):
     TASK_FINISHED = "task_finished"
     TASK_FAILED = "task_failed"
     WORKER_UNREACHABLE = "worker_unreachable"
+    WORKER_DRAINING = "worker_draining"
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ class Event:
         kind: what happened.
         query_id: the query it belongs to.
         stage, task, attempt: where (None for query events).
-        worker: the worker involved (a task's worker, or the unreachable one).
+        worker: the worker involved (a task's worker, or the unreachable or draining one).
         tasks: for stage_started and stage_adapted, the stage's task count; for
             query_started, the stage count.
         metrics: task_finished: the task's `TaskReport`; stage_finished: the `StageMetrics`;

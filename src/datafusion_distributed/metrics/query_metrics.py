@@ -130,6 +130,12 @@ class QueryMetrics:
     # what adaptive execution changed, in order, and the plan as it then ran (None: as planned)
     adaptations: list[AdaptiveDecision] = field(default_factory=list)
     plan_as_run: Any = None
+    # workers found lost (their work recomputed) and workers found draining (routed around, their
+    # outputs read as usual), in the order found; tasks run again because a worker was lost
+    # (retried elsewhere, or their lost outputs recomputed)
+    lost_workers: list[str] = field(default_factory=list)
+    draining_workers: list[str] = field(default_factory=list)
+    rerun_tasks: int = 0
 
     def stage(self, stage_id: int) -> StageMetrics | None:
         """The metrics of stage `stage_id`, None if it has not started."""

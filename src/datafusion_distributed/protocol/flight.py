@@ -3,7 +3,9 @@
 Actions: `run_task` (a RunTask message; answers a TaskResult), `release` (drop a query's spool
 data), `cancel` (stop a query's tasks and drop its data), `cancel_attempt` (a TaskKey: stop one
 task attempt and drop its outputs), `health` (version and spool state),
-`heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases).
+`heartbeat` (a coordinator's liveness probe, renewing its queries' spool leases; a draining
+worker answers that it drains), `drain` (take no new task: see `worker.drain`). A task a draining
+worker refuses raises `WorkerDraining`.
 `do_put` with a ShipPartition stores one partition of a memory table the coordinator ships.
 Calls carry the cluster's token and use TLS for `grpc+tls://` URLs (see `protocol.auth`). `do_get` with a Ticket streams one task output.
 Transport failures become `WorkerUnreachable` naming the URL; errors a worker reports become
@@ -23,7 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from ..common.errors import server_message
-from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
+from ..errors import WorkerDraining, WorkerError, WorkerTimeout, WorkerUnreachable
 from .auth import CLIENT_CERTIFICATE_REFUSED, connect_options, is_client_certificate_refused, is_tls_failure
 from .messages import (
     PROTOCOL_VERSION,
@@ -75,13 +77,23 @@ def lost_worker(exc: BaseException | None) -> str | None:
     return None
 
 
-def _lost_worker(exc: flight.FlightError) -> str | None:
+def draining_worker(exc: BaseException | None) -> str | None:
+    """The worker that refused the work of `exc` because it is draining, if that is what `exc` is."""
+    return exc.url if isinstance(exc, WorkerDraining) else None
+
+
+def _info(exc: flight.FlightError, name: str) -> str | None:
+    """A text field of the extra info a worker attached to its error."""
     try:
         info = json.loads(exc.extra_info or b"{}")
     except ValueError:
         return None
-    lost = info.get("lost_worker") if isinstance(info, dict) else None
-    return lost if isinstance(lost, str) else None
+    value = info.get(name) if isinstance(info, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _lost_worker(exc: flight.FlightError) -> str | None:
+    return _info(exc, "lost_worker")
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,8 @@ class WorkerClient:
                 return WorkerError(self.url, f"TLS handshake failed: {detail}")
             return WorkerUnreachable(self.url, server_message(exc))
         if isinstance(exc, flight.FlightError):
+            if _info(exc, "draining") is not None:
+                return WorkerDraining(self.url, server_message(exc))
             return WorkerError(self.url, server_message(exc), _lost_worker(exc))
         return WorkerUnreachable(self.url, str(exc))
 
@@ -198,10 +212,20 @@ class WorkerClient:
         """The worker's protocol version and spool state."""
         return json.loads(self._action("health", b"", self.settings.timeout))
 
-    def heartbeat(self, query_ids: tuple[str, ...], timeout: float) -> None:
+    def heartbeat(self, query_ids: tuple[str, ...], timeout: float) -> bool:
         """Probe that the worker answers within `timeout` seconds, renewing the spool leases of
-        `query_ids` there. Raises WorkerTimeout or WorkerUnreachable when it does not answer."""
-        self._action("heartbeat", encode(Heartbeat(tuple(query_ids))), timeout)
+        `query_ids` there; whether it is draining (it takes no new task). Raises WorkerTimeout
+        or WorkerUnreachable when it does not answer."""
+        answer = self._action("heartbeat", encode(Heartbeat(tuple(query_ids))), timeout)
+        try:
+            return bool(answer) and json.loads(answer).get("draining") is True
+        except (ValueError, AttributeError):  # not this version's answer: serving
+            return False
+
+    def drain(self) -> dict:
+        """Ask the worker to drain (take no new task, finish its running ones, serve its outputs
+        until released, then exit); its `health` as it begins."""
+        return json.loads(self._action("drain", b"", self.settings.timeout) or b"{}")
 
     def stream(self, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         """The batches of one task output partition.

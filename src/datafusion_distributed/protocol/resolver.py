@@ -23,7 +23,8 @@ WORKERS_ENV = "DATAFUSION_DISTRIBUTED_WORKERS"
 
 @runtime_checkable
 class WorkerResolver(Protocol):
-    """Anything that lists the worker URLs a coordinator may use; asked at every query."""
+    """Anything that lists the worker URLs a coordinator may use; asked as every query starts
+    and as each of its stages starts (at most once per `worker_refresh_seconds`)."""
 
     def get_urls(self) -> list[str]:
         """The worker URLs (`grpc://`, `grpc+tcp://` or `grpc+tls://`)."""

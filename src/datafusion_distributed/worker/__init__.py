@@ -1,5 +1,6 @@
 """The worker: its Flight service (`flight_worker`), the spool that holds task outputs (`spool`),
-the queries it was told to cancel (`cancellation`) and the count of what it served (`served`).
+the queries it was told to cancel (`cancellation`), the count of what it served (`served`) and
+its drain (`drain`: no new task once asked to leave, the running ones and held outputs waited for).
 Task execution itself is shared with the coordinator's head stage, in `runtime/`.
 
 The spool, one folder per worker, laid out by query:

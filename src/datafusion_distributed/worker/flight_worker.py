@@ -52,6 +52,7 @@ from ..runtime.session_settings import TaskSessions, TaskSettings
 from ..work_unit_feed.client import RemoteUnits
 from ..work_unit_feed.reading import FeedRounds, FeedToRead, read_feeds
 from .cancellation import Cancellations
+from .drain import Drain, TaskRefused, draining_info
 from .served import ServedBytes
 from .spool import Spool
 
@@ -153,6 +154,7 @@ class FlightWorker(flight.FlightServerBase):
                 tls_client_key=key,
             )
         )
+        self._drain = Drain(self.spool.held_queries)
         self._stopped = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
@@ -168,6 +170,7 @@ class FlightWorker(flight.FlightServerBase):
             ("health", "Version and spool state"),
             ("heartbeat", "A coordinator's liveness probe; renews the spool leases of the queries it names"),
             ("read_output", "The bytes of one task output file, in chunks"),
+            ("drain", "Take no new task; finish the running ones and serve held outputs until released"),
         ]
 
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterable[flight.Result]:
@@ -195,7 +198,11 @@ class FlightWorker(flight.FlightServerBase):
                 return [flight.Result(json.dumps(self.health()).encode())]
             if action.type == "heartbeat":
                 self.spool.renew(decode_heartbeat(body).query_ids)
-                return []
+                # a draining worker says so: its coordinators send it no more tasks
+                return [flight.Result(json.dumps({"draining": True}).encode())] if self.draining else []
+            if action.type == "drain":
+                self.drain()
+                return [flight.Result(json.dumps(self.health()).encode())]
             if action.type == "read_output":
                 return self._file_chunks(self._output_path(body), self.served)
         except ProtocolError as exc:
@@ -308,7 +315,32 @@ class FlightWorker(flight.FlightServerBase):
             "spool_files": len(self.spool.files()),
             "served_file_bytes": self.served.file_bytes,
             "served_stream_bytes": self.served.stream_bytes,
+            "state": self._drain.state(),
+            "running_tasks": self._drain.running_tasks,
+            "held_queries": len(self._drain.held()),
         }
+
+    # -- drain ---------------------------------------------------------------------------
+    def drain(self) -> bool:
+        """Take no new task from now on (each is refused at once, so its coordinator runs it
+        elsewhere); running tasks go on, and held outputs are served until their queries release
+        them. Whether this call began the drain. See `wait_drained`."""
+        return self._drain.start()  # no logging: a signal handler calls this
+
+    @property
+    def draining(self) -> bool:
+        """Whether the worker was asked to drain (by `drain`, or the `drain` action)."""
+        return self._drain.draining
+
+    @property
+    def drain_requested(self) -> threading.Event:
+        """Set when the worker begins to drain: its owner may wait on it to stop the worker."""
+        return self._drain.requested
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the drain to end: no task running, no query's outputs
+        held. Whether it did; what is left then costs its queries a recompute if the worker stops."""
+        return self._drain.wait(timeout)
 
     def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
         """One input of a task: read in place or copied into the task's inputs folder, charged
@@ -337,6 +369,17 @@ class FlightWorker(flight.FlightServerBase):
         started = time.perf_counter()
         name = f"query {message.query_id} stage {message.stage} task {message.task}"
         log.debug("running %s (attempt %d)", name, message.attempt)
+        try:
+            self._drain.task_begins(name)
+        except TaskRefused as exc:  # refused before it did anything: its coordinator routes it elsewhere
+            raise flight.FlightServerError(str(exc), extra_info=draining_info(message.worker)) from exc
+        try:
+            return self._run_counted(message, started, name)
+        finally:
+            self._drain.task_ends()
+
+    def _run_counted(self, message: RunTask, started: float, name: str) -> TaskResult:
+        """Run a task the drain counts as running (see `_run_task`)."""
         query_id, key = message.query_id, message.key
         cancelled = functools.partial(self._cancelled.is_cancelled, key)  # the query, or this attempt
         sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end

@@ -247,6 +247,14 @@ class Spool:
                 del self._leases[query_id]
         return removed
 
+    def held_queries(self) -> list[str]:
+        """The queries whose data this spool holds now (released ones are out already)."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        return [n for n in names if _is_query_id(n) and os.path.isdir(os.path.join(self.root, n))]
+
     def files(self) -> list[str]:
         """Every file of the spool's queries (used by health checks and tests)."""
         return query_files(self.root)
