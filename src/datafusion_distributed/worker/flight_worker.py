@@ -20,6 +20,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile
 from ..common.errors import failure_message, is_failure
 from ..common.fs import lies_in, makedirs
+from ..common.memory import resident_bytes
 from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
@@ -140,6 +141,8 @@ class FlightWorker(flight.FlightServerBase):
         self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
         self.served = ServedBytes()  # what left this worker over Flight (reported by `health`)
+        self._running = 0  # task attempts running now (reported by `health`)
+        self._running_lock = threading.Lock()
         # built by the first task, then shared (and copied for tasks carrying settings)
         self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
         self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
@@ -176,7 +179,7 @@ class FlightWorker(flight.FlightServerBase):
         body = action.body.to_pybytes() if action.body is not None else b""
         try:
             if action.type == "run_task":
-                result = self._run_task(decode_run_task(body))
+                result = self._counted_task(decode_run_task(body))
                 return [flight.Result(encode(result))]
             if action.type == "release":
                 self.spool.release(decode_query_id(body))
@@ -300,7 +303,9 @@ class FlightWorker(flight.FlightServerBase):
     def health(self) -> dict[str, str | int]:
         """The worker's version, protocol version, URL, number of spool files, and the bytes of
         task outputs it has served since it started (the `health` action): `served_file_bytes`
-        copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`)."""
+        copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`);
+        and its load now: `running_tasks`, `spool_bytes` (outputs and fetched inputs of its
+        queries) and `memory_bytes` (its process's resident memory)."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
@@ -308,7 +313,20 @@ class FlightWorker(flight.FlightServerBase):
             "spool_files": len(self.spool.files()),
             "served_file_bytes": self.served.file_bytes,
             "served_stream_bytes": self.served.stream_bytes,
+            "running_tasks": self._running,
+            "spool_bytes": self.spool.used_bytes(),
+            "memory_bytes": resident_bytes(),
         }
+
+    def _counted_task(self, message: RunTask) -> TaskResult:
+        """`_run_task`, counted in `running_tasks` while it runs."""
+        with self._running_lock:
+            self._running += 1
+        try:
+            return self._run_task(message)
+        finally:
+            with self._running_lock:
+                self._running -= 1
 
     def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
         """One input of a task: read in place or copied into the task's inputs folder, charged
