@@ -36,6 +36,7 @@ RUNS = [
     ("scale_curve.py", [*TINY, "--queries", "1", "--iterations", "1", "--warmup", "0", "--memory"], "SF"),
     ("writes.py", [*TINY, "--iterations", "1"], "lineitem"),
     ("speculation.py", [*TINY, "--queries", "3", "--iterations", "1", "--min-seconds", "0"], "on slowed"),
+    ("dashboard_memory.py", [*TINY, "--rounds", "2", "--history-length", "30", "--explain"], "queries kept"),
 ]
 WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py"}
 

@@ -19,7 +19,7 @@ from ..clusters.embedded import EmbeddedCluster
 from ..common.fs import missing_local_path
 from ..coordinator.liveness import LivenessMonitor
 from ..dashboard.history import Progress
-from ..dashboard.tables import names_tables, tables_context
+from ..dashboard.tables import named_tables, tables_context
 from ..errors import InvalidSetting, QueryFailed
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url
@@ -287,8 +287,9 @@ class DistributedContext:
             )
         # A DistributedDataFrame given as a table is the DataFusion DataFrame it wraps.
         named = {k: v.df if isinstance(v, DistributedDataFrame) else v for k, v in named_params.items()}
-        if names_tables(query):  # the query history: a snapshot, in a context of its own
-            tables = tables_context(self._engine.history, self._engine.worker_status)
+        history_tables = named_tables(query)
+        if history_tables:  # the query history: a snapshot, in a context of its own
+            tables = tables_context(self._engine.history, self._engine.worker_status, history_tables)
             frame = self._frame(tables.sql, query, options, param_values, **named)
         else:
             frame = self._frame(self.ctx.sql, query, options, param_values, **named)

@@ -13,3 +13,7 @@ Invariants:
 - The dashboard answers only on loopback unless the cluster's token (or a short-lived key
   made from it) comes with the request.
 """
+
+from .history import Progress, QueryHistory
+
+__all__ = ["Progress", "QueryHistory"]

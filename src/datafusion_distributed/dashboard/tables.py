@@ -8,7 +8,7 @@ statement reading them reads only them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -104,16 +104,16 @@ COLUMNS: dict[str, pa.Schema] = {
 _NAMED = re.compile(r"\b" + SCHEMA + r"\s*\.\s*(" + "|".join(COLUMNS) + r")\b", re.IGNORECASE)
 
 
-def names_tables(query: str) -> bool:
-    """Whether `query` names one of the `distributed.*` tables.
+def named_tables(query: str) -> set[str]:
+    """The `distributed.*` tables `query` names (by their short names; empty for none).
 
     Examples:
-        >>> names_tables("SELECT state, count(*) FROM distributed.queries GROUP BY 1")
-        True
-        >>> names_tables("SELECT * FROM queries")
-        False
+        >>> sorted(named_tables("SELECT * FROM distributed.queries JOIN Distributed.Stages USING (query_id)"))
+        ['queries', 'stages']
+        >>> named_tables("SELECT * FROM queries")
+        set()
     """
-    return _NAMED.search(query) is not None
+    return {match.group(1).lower() for match in _NAMED.finditer(query)}
 
 
 def _table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
@@ -129,24 +129,30 @@ def _table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
-def snapshot(history: QueryHistory, workers: WorkerStatus | None) -> dict[str, pa.Table]:
-    """The four tables as they stand now (`workers` asks every worker for its health)."""
-    worker_rows = [views.worker_row(s) for s in workers.states()] if workers is not None else []
-    return {
-        "queries": _table("queries", list(reversed(views.queries(history, sql_chars=None)))),
-        "stages": _table("stages", views.all_stages(history)),
-        "tasks": _table("tasks", views.all_tasks(history)),
-        "workers": _table("workers", worker_rows),
+def snapshot(
+    history: QueryHistory, workers: WorkerStatus | None, names: Iterable[str] = COLUMNS
+) -> dict[str, pa.Table]:
+    """The tables `names` (by default all four) as they stand now; `workers` asks every worker
+    for its health, only when `workers` is one of them."""
+    rows: dict[str, Callable[[], list[dict[str, Any]]]] = {
+        "queries": lambda: list(reversed(views.queries(history, sql_chars=None))),
+        "stages": lambda: views.all_stages(history),
+        "tasks": lambda: views.all_tasks(history),
+        "workers": lambda: [views.worker_row(s) for s in workers.states()] if workers is not None else [],
     }
+    return {name: _table(name, rows[name]()) for name in names}
 
 
 def tables_context(
-    history: QueryHistory, workers: WorkerStatus | None, make: Callable[[], SessionContext] = SessionContext
+    history: QueryHistory,
+    workers: WorkerStatus | None,
+    names: Iterable[str] = COLUMNS,
+    make: Callable[[], SessionContext] = SessionContext,
 ) -> SessionContext:
-    """A new SessionContext holding the `distributed.*` tables as they stand now."""
+    """A new SessionContext holding the `distributed.*` tables `names` as they stand now."""
     ctx = make()
     ctx.catalog().register_schema(SCHEMA, Schema.memory_schema())
-    for name, table in snapshot(history, workers).items():
+    for name, table in snapshot(history, workers, names).items():
         ctx.register_record_batches(f"{SCHEMA}.{name}", [table.to_batches() or [_empty_batch(table.schema)]])
     return ctx
 

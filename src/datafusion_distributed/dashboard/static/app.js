@@ -101,7 +101,7 @@ function levels(stages) {
 
 function renderDag(stages) {
   if (!stages.length) return "";
-  const W = 176, H = 92, GX = 40, GY = 18, PAD = 12;
+  const W = 160, H = 104, GX = 46, GY = 18, PAD = 12;
   const level = levels(stages);
   const columns = [];
   for (const s of stages) {
@@ -131,11 +131,11 @@ function renderDag(stages) {
     const tasks = Math.max(1, s.tasks);
     const done = Math.min(s.tasks_done, tasks);
     const fill = s.state === "finished" ? W - 20 : Math.round((W - 20) * done / tasks);
-    const name = s.name.length > 24 ? `${s.name.slice(0, 23)}…` : s.name;
+    const name = s.name.length > 23 ? `${s.name.slice(0, 22)}…` : s.name;
     const extra = [s.tasks_retried ? `${s.tasks_retried} retried` : "", s.tasks_failed ? `${s.tasks_failed} failed` : ""]
       .filter(Boolean).join(" · ");
     const line1 = s.state === "folded" ? "runs inside another stage"
-      : `${done}/${s.tasks} done · ${s.tasks_running} running${extra ? " · " + extra : ""}`;
+      : `${done}/${s.tasks} done · ${s.tasks_running} running`;
     return `<g class="stage ${esc(s.state)}" data-stage="${s.stage}" data-state="${esc(s.state)}"
         data-done="${s.tasks_done}" data-tasks="${s.tasks}" data-running="${s.tasks_running}">
       <title>${esc(`Stage ${s.stage}: ${s.name} (${s.state})\n${s.reason}\n${s.adaptive}`)}</title>
@@ -145,7 +145,9 @@ function renderDag(stages) {
       <rect class="bar" x="${x + 10}" y="${y + 42}" width="${W - 20}" height="8" rx="3"/>
       <rect class="fill" x="${x + 10}" y="${y + 42}" width="${fill}" height="8" rx="3"/>
       <text x="${x + 10}" y="${y + 66}">${esc(line1)}</text>
-      <text x="${x + 10}" y="${y + 82}">${count(s.rows)} rows · ${bytes(s.bytes)} · ${seconds(s.seconds)}</text>
+      ${extra ? `<text x="${x + W - 10}" y="${y + 98}" text-anchor="end" class="warn">${esc(extra)}</text>` : ""}
+      <text x="${x + 10}" y="${y + 82}">${count(s.rows)} rows · ${bytes(s.bytes)}</text>
+      <text x="${x + 10}" y="${y + 98}">${seconds(s.seconds)}</text>
     </g>`;
   }).join("");
   return `<div class="dag" id="stage-graph"><svg width="${width}" height="${height}" viewBox="0 0 ${width} ${height}"
