@@ -101,7 +101,7 @@ function levels(stages) {
 
 function renderDag(stages) {
   if (!stages.length) return "";
-  const W = 160, H = 104, GX = 46, GY = 18, PAD = 12;
+  const W = 174, H = 104, GX = 40, GY = 18, PAD = 12;
   const level = levels(stages);
   const columns = [];
   for (const s of stages) {
@@ -113,17 +113,32 @@ function renderDag(stages) {
     pos.set(s.stage, { x: PAD + l * (W + GX), y: PAD + i * (H + GY) });
   }));
   const width = PAD * 2 + columns.length * W + (columns.length - 1) * GX;
-  const height = PAD * 2 + Math.max(...columns.map((c) => c.length)) * (H + GY) - GY;
+  let height = PAD * 2 + Math.max(...columns.map((c) => c.length)) * (H + GY) - GY;
   const edges = [];
+  let lanes = 0; // edges that skip a column run below it, each on a lane of its own
   for (const s of stages) {
     for (const p of s.inputs) {
       const a = pos.get(p), b = pos.get(s.stage);
       if (!a || !b) continue;
-      const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+      const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
       const producer = stages.find((t) => t.stage === p);
-      edges.push(`<path class="edge" d="M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}"
-        marker-end="url(#arrow)"/>
-        <text class="edge-label" x="${mx}" y="${(y1 + y2) / 2 - 4}" text-anchor="middle">${esc(producer ? producer.output : "")}</text>`);
+      const label = esc(producer ? producer.output : "");
+      const skipped = columns.slice(level.get(p) + 1, level.get(s.stage));
+      if (!skipped.length) {
+        const mx = (x1 + x2) / 2;
+        edges.push(`<path class="edge" d="M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}"
+          marker-end="url(#arrow)"/>
+          <text class="edge-label" x="${mx}" y="${(y1 + y2) / 2 - 4}" text-anchor="middle">${label}</text>`);
+        continue;
+      }
+      const below = Math.max(...skipped.map((c) => PAD + c.length * (H + GY) - GY));
+      const lane = Math.max(below, y1, y2) + 14 + lanes * 14;
+      lanes += 1;
+      height = Math.max(height, lane + PAD);
+      const ax = x1 + GX / 2, bx = x2 - GX / 2;
+      edges.push(`<path class="edge" d="M${x1},${y1} C${ax},${y1} ${x1},${lane} ${ax + 6},${lane} L${bx - 6},${lane}
+          C${x2},${lane} ${bx},${y2} ${x2 - 4},${y2}" marker-end="url(#arrow)"/>
+        <text class="edge-label" x="${(ax + bx) / 2}" y="${lane - 3}" text-anchor="middle">${label}</text>`);
     }
   }
   const boxes = stages.map((s) => {
@@ -131,7 +146,7 @@ function renderDag(stages) {
     const tasks = Math.max(1, s.tasks);
     const done = Math.min(s.tasks_done, tasks);
     const fill = s.state === "finished" ? W - 20 : Math.round((W - 20) * done / tasks);
-    const name = s.name.length > 23 ? `${s.name.slice(0, 22)}…` : s.name;
+    const name = s.name.length > 25 ? `${s.name.slice(0, 24)}…` : s.name;
     const extra = [s.tasks_retried ? `${s.tasks_retried} retried` : "", s.tasks_failed ? `${s.tasks_failed} failed` : ""]
       .filter(Boolean).join(" · ");
     const line1 = s.state === "folded" ? "runs inside another stage"
