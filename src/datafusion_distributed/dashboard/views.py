@@ -1,9 +1,12 @@
 """The history's records as plain rows (dicts of numbers and strings): what the dashboard's
-pages are sent as JSON and what the `distributed.*` SQL tables hold. Made under the history's
-lock, so each copies only values."""
+pages are sent as JSON and what the `distributed.*` SQL tables hold. Queries and stages are
+made under the history's lock (a few numbers each); task attempts, which a large query has
+thousands of, are copied under it and formatted outside, so a page never holds up a query's
+events for long."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from typing import Any
@@ -93,7 +96,7 @@ def _metrics_text(attempt: TaskAttempt) -> str:
     return "\n".join(lines)
 
 
-def task_row(query: QueryRecord, attempt: TaskAttempt, now: float) -> dict[str, Any]:
+def task_row(query_id: str, attempt: TaskAttempt, now: float) -> dict[str, Any]:
     """One task attempt: where, when, how long, what it read and wrote, and its metrics."""
     report = attempt.report
     metrics = report.metrics if report is not None else None
@@ -102,7 +105,7 @@ def task_row(query: QueryRecord, attempt: TaskAttempt, now: float) -> dict[str, 
     if metrics is not None:
         seconds = metrics.wall_seconds + metrics.queue_seconds
     return {
-        "query_id": query.query_id,
+        "query_id": query_id,
         "stage": attempt.stage,
         "task": attempt.task,
         "attempt": attempt.attempt,
@@ -132,23 +135,28 @@ def query_detail(history: QueryHistory, query_id: str) -> dict[str, Any] | None:
     text of `explain(analyze=True)`; None when it is not kept."""
     now = time.time()
 
-    def detail(query: QueryRecord) -> dict[str, Any]:
+    def detail(query: QueryRecord) -> tuple[dict[str, Any], list[TaskAttempt]]:
         row = query_row(query, now)
         row["stages"] = [stage_row(query, s, now) for s in sorted(query.stages.values(), key=lambda s: s.id)]
-        row["tasks"] = [
-            task_row(query, a, now)
-            for a in sorted(query.attempts.values(), key=lambda a: (a.stage, a.task, a.attempt))
-        ]
         row["decisions"] = list(query.decisions)
         row["single_node"] = query.single_node
         row["settings"] = list(query.settings)
         row["lost_workers"] = list(query.lost_workers)
-        return row
+        return row, _copies(query)
 
-    row = history.query(query_id, detail)
-    if row is not None and row["state"] != RUNNING:
+    found = history.query(query_id, detail)
+    if found is None:
+        return None
+    row, attempts = found
+    row["tasks"] = [task_row(query_id, a, now) for a in attempts]  # formatted outside the lock
+    if row["state"] != RUNNING:
         row["explain"] = history.explain(query_id)
     return row
+
+
+def _copies(query: QueryRecord) -> list[TaskAttempt]:
+    """The query's task attempts as they are now, in order: copies, read outside the lock."""
+    return [copy.copy(a) for a in sorted(query.attempts.values(), key=lambda a: (a.stage, a.task, a.attempt))]
 
 
 def all_stages(history: QueryHistory) -> list[dict[str, Any]]:
@@ -162,13 +170,8 @@ def all_stages(history: QueryHistory) -> list[dict[str, Any]]:
 def all_tasks(history: QueryHistory) -> list[dict[str, Any]]:
     """Every task attempt of every query kept."""
     now = time.time()
-    return history.read(
-        lambda rs: [
-            task_row(q, a, now)
-            for q in rs
-            for a in sorted(q.attempts.values(), key=lambda a: (a.stage, a.task, a.attempt))
-        ]
-    )
+    attempts = history.read(lambda rs: [(q.query_id, _copies(q)) for q in rs])
+    return [task_row(query_id, a, now) for query_id, copies in attempts for a in copies]
 
 
 def worker_row(state: WorkerState) -> dict[str, Any]:

@@ -95,7 +95,7 @@ class WorkerStatus:
                         pass
         running = self._history.read(_running_per_worker)
         lost = self._history.lost_workers()
-        return [self._state(url, running.get(url, 0), lost.get(url)) for url in urls]
+        return [self._state(url, running.get(url, 0), lost.get(url), wait) for url in urls]
 
     def _ask(self, url: str, now: float) -> Future | None:
         with self._lock:
@@ -117,14 +117,17 @@ class WorkerStatus:
         with self._lock:
             self._answers[url] = (time.monotonic(), answer)
 
-    def _state(self, url: str, running: int, lost_at: float | None) -> WorkerState:
+    def _state(self, url: str, running: int, lost_at: float | None, waited: bool) -> WorkerState:
+        """`url`'s state from its last answer; a call still out after it was waited for (or for
+        longer than `wait_seconds`) makes it "not answering"."""
         with self._lock:
             answered = self._answers.get(url)
             call = self._calls.get(url)
         checked = time.time() - (time.monotonic() - answered[0]) if answered else None
         if self._liveness.lost(url):
             return WorkerState(url, "lost", running, lost_at=lost_at, checked_at=checked)
-        waiting = call is not None and not call[1].done() and time.monotonic() - call[0] > self.wait_seconds
+        pending = call is not None and not call[1].done()
+        waiting = pending and (waited or time.monotonic() - call[0] > self.wait_seconds)
         if waiting or answered is None:  # asked long ago with no answer yet, or asked just now
             health = "not answering" if waiting else "checking"
             return WorkerState(url, health, running, lost_at=lost_at, checked_at=checked)
