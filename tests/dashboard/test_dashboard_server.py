@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 from datafusion import SessionContext
 
-from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster
 from datafusion_distributed.dashboard.access import KEY_SECONDS, DashboardAccess, is_loopback
 
 TOKEN = "a-token-of-the-cluster"
@@ -141,3 +141,13 @@ def test_keys_are_made_from_the_token_and_expire():
         False,
         False,
     )
+
+
+def test_a_port_in_use_is_refused_saying_so_and_the_embedded_cluster_stops(dctx, monkeypatch):
+    closed = []
+    close = EmbeddedCluster.close
+    monkeypatch.setattr(EmbeddedCluster, "close", lambda self: (closed.append(self), close(self)))
+    port = urllib.parse.urlsplit(dctx.dashboard_url).port
+    with pytest.raises(OSError, match=f"the dashboard cannot listen on 127.0.0.1:{port}: .*dashboard_port"):
+        DistributedContext(SessionContext(), config=DistributedConfig(dashboard_port=port))
+    assert len(closed) == 1  # the embedded cluster the failed context had started

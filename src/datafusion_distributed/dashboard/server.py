@@ -65,7 +65,14 @@ class Dashboard:
         self.workers = workers
         self.access = DashboardAccess(host, token)
         self.host = host
-        self._server = ThreadingHTTPServer((host, port), _Handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), _Handler)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"the dashboard cannot listen on {host}:{port}: {exc.strerror or exc}; give another "
+                "dashboard_port (0 picks a free one) or dashboard_host",
+            ) from exc
         self._server.daemon_threads = True
         self._server.dashboard = self  # type: ignore[attr-defined]
         self.port: int = self._server.server_address[1]
