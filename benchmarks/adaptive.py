@@ -29,7 +29,7 @@ The queries (``--queries 1,3``):
 
 Each query runs ``--iterations`` times after ``--warmup``, the sides interleaved (the order
 alternating between iterations), over one ``LocalCluster`` of ``--workers`` worker processes,
-each pinned to its own core (Linux), shared by the static and the adaptive context; with
+each confined to a core of its own from its start (``--no-pin``: not; Linux), shared by the static and the adaptive context; with
 ``--embedded`` also over two in-process clusters, one per config. Every distributed answer is
 checked against single-node's of the same iteration; each side's peak resident memory is
 measured per run (``common.timed_with_usage``). Results go to ``benchmarks/results/`` as JSON.
@@ -64,11 +64,13 @@ import pyarrow.parquet as pq
 from common import (
     add_common_args,
     add_output_arg,
+    add_pin_arg,
     git_commit,
     query_numbers,
     result_path,
     timed_with_usage,
     utc_timestamp,
+    worker_cores,
     write_json,
 )
 from datafusion import SessionConfig, SessionContext
@@ -147,6 +149,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         queries=",".join(map(str, QUERIES)),
     )
     p.add_argument("--embedded", action="store_true", help="also run both configs over in-process clusters")
+    add_pin_arg(p)
     p.add_argument(
         "--set",
         metavar="SETTING=VALUE,...",
@@ -246,27 +249,11 @@ def register(ctx: SessionContext, data: Path) -> None:
 
 def configs(workers: int, settings: dict) -> dict[str, DistributedConfig]:
     """The static and the adaptive config: `settings` over the defaults, run as cut or re-planned."""
-    base = DistributedConfig(partitions_per_task=1, embedded_workers=workers, **settings)
+    base = DistributedConfig(**{"partitions_per_task": 1, "embedded_workers": workers, **settings})
     return {
         STATIC: dataclasses.replace(base, adaptive=False),
         ADAPTIVE: dataclasses.replace(base, adaptive=True),
     }
-
-
-def pin(pids: list[int]) -> dict[int, int]:
-    """Pin each process, every thread of it, to a core of its own (round robin over the cores
-    this process may use); {pid: core}. Threads started later inherit their starter's core."""
-    cores = sorted(os.sched_getaffinity(0))
-    pinned = {}
-    for i, pid in enumerate(pids):
-        core = cores[i % len(cores)]
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                os.sched_setaffinity(int(tid), {core})
-            except (ProcessLookupError, FileNotFoundError):
-                pass  # a thread that just ended
-        pinned[pid] = core
-    return pinned
 
 
 def join_modes(explain: str) -> str:
@@ -301,9 +288,10 @@ def run(args: argparse.Namespace) -> int:
 
     contexts: dict[str, DistributedContext] = {}
     pids: dict[str, list[int]] = {SINGLE: []}
-    cluster = LocalCluster(args.workers)
+    cores = worker_cores(args.workers, args.pin)
+    cluster = LocalCluster(args.workers, worker_cpus=cores)
     try:
-        pinned = pin([p.pid for p in cluster.processes])
+        worker_pids = [p.pid for p in cluster.processes]
         for prefix in ["", "embedded-"] if args.embedded else [""]:
             for side, config in sides.items():
                 ctx = SessionContext()
@@ -313,12 +301,12 @@ def run(args: argparse.Namespace) -> int:
                     pids[prefix + side] = []
                 else:
                     contexts[side] = DistributedContext(ctx, workers=cluster, config=config)
-                    pids[side] = list(pinned)
+                    pids[side] = list(worker_pids)
         modes = [SINGLE, *contexts]
         print(
             f"{len(numbers)} queries x {args.iterations} iterations (+{args.warmup} warm-up); "
             f"single-node target_partitions={args.workers}; distributed: {args.workers} workers "
-            f"pinned to cores {sorted(pinned.values())}, 1 partition per task",
+            f"{f'on cores {cores}' if cores else 'unpinned'}, 1 partition per task",
             flush=True,
         )
         results = {n: run_query(n, args, single_ctx, contexts, modes, pids) for n in numbers}
@@ -335,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
             "dim_rows": args.dim_rows,
             "parts": args.parts,
             "workers": args.workers,
-            "pinned_cores": sorted(pinned.values()),
+            "worker_cores": cores,
             "iterations": args.iterations,
             "warmup": args.warmup,
             "settings": {k: repr(v) for k, v in settings.items()},

@@ -60,6 +60,26 @@ def add_common_args(
         parser.add_argument("--" + dest.replace("_", "-"), type=kind, default=default, help=text + shown)
 
 
+def add_pin_arg(parser: argparse.ArgumentParser) -> None:
+    """`--pin` / `--no-pin` (default on): confine each worker process to a core of its own."""
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run each worker process on a core of its own from its start (Linux), as separate "
+        "one-core machines would; single-node and the coordinator use every core (default on)",
+    )
+
+
+def worker_cores(workers: int, pin: bool) -> list[list[int]] | None:
+    """A core of its own for each of `workers` worker processes, round robin over the cores this
+    process may use (`LocalCluster(worker_cpus=...)`); None unpinned or where affinity is unknown."""
+    if not pin or not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return [[cores[i % len(cores)]] for i in range(workers)]
+
+
 def scale_factors(spec: str) -> list[float]:
     """`1,3,10` as numbers; a scale factor must be positive."""
     try:

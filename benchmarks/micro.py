@@ -28,7 +28,7 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import add_common_args, add_output_arg, result_path, utc_timestamp, write_json
+from common import add_common_args, add_output_arg, cpu_seconds, result_path, utc_timestamp, write_json
 from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
@@ -192,6 +192,7 @@ def bench_fixed(args) -> dict:
         single.register_parquet("one_row", path)
         single.register_parquet("two_rows", two)
         runners = {"single": lambda sql: single.sql(sql).to_arrow_table()}
+        worker_pids: dict[str, list[int]] = {"single": [], "embedded": []}  # CPU: this process and these
         closers = []
         emb_ctx = SessionContext()
         emb_ctx.register_parquet("one_row", path)
@@ -208,21 +209,26 @@ def bench_fixed(args) -> dict:
             processes = DistributedContext(proc_ctx, workers=cluster, config=config)
             closers.insert(0, processes.close)
             runners["processes"] = lambda sql: processes.sql(sql).to_arrow_table()
+            worker_pids["processes"] = [p.pid for p in cluster.processes]
         out: dict = {"runs": args.runs}
         try:
             for name, sql in queries.items():
                 stages = len(embedded.sql(sql).distributed_plan().stages)
                 times: dict[str, list[float]] = {m: [] for m in runners}
+                cpu: dict[str, float] = dict.fromkeys(runners, 0.0)
                 for i in range(args.runs + 5):
                     for mode in runners if i % 2 == 0 else list(runners)[::-1]:
-                        t0 = time.perf_counter()
+                        cpu0, t0 = cpu_seconds(worker_pids[mode]), time.perf_counter()
                         runners[mode](sql)
                         if i >= 5:  # first runs warm connections and caches
                             times[mode].append(time.perf_counter() - t0)
+                            cpu[mode] += cpu_seconds(worker_pids[mode]) - cpu0
                 out[name] = {
                     "stages": stages,
                     **{f"{m}_median_ms": median_ms(t) for m, t in times.items()},
                     **{f"{m}_min_ms": min(t) * 1000 for m, t in times.items()},
+                    # summed over the runs: /proc counts CPU time in ticks of 10 ms
+                    **{f"{m}_cpu_ms": seconds / args.runs * 1000 for m, seconds in cpu.items()},
                 }
         finally:
             for close in closers:
@@ -233,15 +239,18 @@ def bench_fixed(args) -> dict:
 
 
 def print_fixed(r: dict) -> None:
-    print(f"fixed cost: median latency of {r['runs']} runs (ms), interleaved")
+    print(
+        f"fixed cost: median latency of {r['runs']} runs (ms), interleaved; [CPU ms per run: this "
+        "process and the worker processes]"
+    )
     for name, x in r.items():
         if not isinstance(x, dict):
             continue
-        line = f"  {name:<28} stages={x['stages']}  single {x['single_median_ms']:7.2f}"
+        line = f"  {name:<28} stages={x['stages']}  single {x['single_median_ms']:7.2f} [{x['single_cpu_ms']:.1f}]"
         for m in ("embedded", "processes"):
             if f"{m}_median_ms" in x:
                 extra = x[f"{m}_median_ms"] - x["single_median_ms"]
-                line += f"  {m} {x[f'{m}_median_ms']:7.2f} (+{extra:.2f})"
+                line += f"  {m} {x[f'{m}_median_ms']:7.2f} (+{extra:.2f}) [{x[f'{m}_cpu_ms']:.1f}]"
         print(line)
 
 

@@ -6,7 +6,8 @@ distributed answer is checked against the single-node answer of the same iterati
 
 Single-node runs a plain ``SessionContext`` with ``target_partitions = workers *
 partitions_per_task``; distributed runs over a ``LocalCluster`` of ``--workers`` worker
-processes (and, with ``--embedded``, over the in-process cluster as well).
+processes, each on a core of its own from its start (``--no-pin``: on every core), and with
+``--embedded`` over the in-process cluster as well.
 
     python benchmarks/tpch.py --sf 1 --workers 2 --partitions-per-task 1 --iterations 3
     python benchmarks/tpch.py --queries 1,3 --compare benchmarks/results/OLD.json
@@ -48,12 +49,14 @@ import pyarrow as pa
 from common import (
     add_common_args,
     add_output_arg,
+    add_pin_arg,
     best_and_median,
     git_commit,
     query_numbers,
     result_path,
     timed_with_usage,
     utc_timestamp,
+    worker_cores,
     write_json,
 )
 from datafusion import SessionConfig, SessionContext
@@ -71,6 +74,7 @@ EMBEDDED = "embedded"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, sf=1.0, parts=4, workers=2, partitions_per_task=1, iterations=3, warmup=1, queries="")
+    add_pin_arg(p)
     p.add_argument(
         "--compression",
         default="auto",
@@ -151,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         for suffix, settings in [("", {}), *((f":{name}", values) for name, values in variants.items())]:
             variant_config = dataclasses.replace(config, **settings)
-            cluster = clusters[DISTRIBUTED + suffix] = LocalCluster(args.workers)
+            cores = worker_cores(args.workers, args.pin)
+            cluster = clusters[DISTRIBUTED + suffix] = LocalCluster(args.workers, worker_cpus=cores)
             dist_ctx = SessionContext()
             register_tpch(dist_ctx, data)
             contexts[DISTRIBUTED + suffix] = DistributedContext(
@@ -220,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
             "parts": args.parts,
             "workers": args.workers,
             "partitions_per_task": args.partitions_per_task,
+            "worker_cores": worker_cores(args.workers, args.pin),
             "single_target_partitions": target_partitions,
             "iterations": args.iterations,
             "warmup": args.warmup,

@@ -7,6 +7,7 @@ slow tests."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import signal
@@ -32,6 +33,9 @@ from datafusion_distributed.clusters.ray import _resolve_placement  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=4 * 1024, connect_timeout=10)
+# Stages re-planned from their inputs' sizes, but never down to one task or into the head stage:
+# the later stages of a query on small data still run on workers, for a test to kill one.
+STAY_ON_WORKERS = dataclasses.replace(CONFIG, adaptive_one_task_bytes=0, adaptive_task_bytes=1)
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +60,10 @@ def cluster(local_ray):
     assert not any(os.path.exists(d) for d in c.spool_dirs)
 
 
-def distributed(tpch_path, cluster, handlers=()) -> DistributedContext:
+def distributed(tpch_path, cluster, handlers=(), config=CONFIG) -> DistributedContext:
     ctx = SessionContext()
     register_tpch(ctx, tpch_path)
-    return DistributedContext(ctx, workers=cluster, config=CONFIG, handlers=handlers)
+    return DistributedContext(ctx, workers=cluster, config=config, handlers=handlers)
 
 
 def assert_dead(actor) -> None:
@@ -197,7 +201,7 @@ class KillAtStage:
 def test_an_actor_killed_mid_query_is_a_lost_worker_and_comes_back(cluster, tpch_sf01, single_node_sf01, n):
     sql = tpch_query(n)
     killer = KillAtStage(cluster, stage=1)
-    with distributed(tpch_sf01, cluster, handlers=[killer]) as dctx:
+    with distributed(tpch_sf01, cluster, handlers=[killer], config=STAY_ON_WORKERS) as dctx:
         got = dctx.sql(sql).to_arrow_table()
     assert killer.killed, "no task after stage 0 ran on a worker: the test killed nothing"
     assert killer.unreachable == killer.killed

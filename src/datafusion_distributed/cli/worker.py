@@ -15,6 +15,8 @@ import sys
 import tempfile
 import threading
 
+from ..common.cpus import confine_to, parse_cpu_list
+
 
 def _load_hook(spec: str | None):
     """`module:function` -> the function (a task session builder)."""
@@ -72,6 +74,11 @@ def run_worker(args: argparse.Namespace) -> int:
     Calls still in progress `STOP_SECONDS` after that (running tasks) are abandoned: their
     coordinator takes the worker for lost. A spool folder the worker made itself, or any with
     `--remove-spool-on-exit`, is deleted as it exits."""
+    if args.cpus is not None:  # before the worker's first query sizes DataFusion's thread pool
+        try:
+            confine_to(args.cpus)
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: --cpus: {exc}") from None
     from ..protocol.auth import TOKEN_ENV, token_from_env
     from ..worker.flight_worker import FlightWorker
 
@@ -172,4 +179,17 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="memory pool shared by the worker's tasks (DataFusion fair spill pool)",
     )
+    worker.add_argument(
+        "--cpus",
+        type=_cpu_list,
+        help="run on these CPUs only (Linux; e.g. 0 or 0-3,6), as on a machine of that many cores: "
+        "DataFusion sizes its thread pool from them",
+    )
     worker.set_defaults(run=run_worker)
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    try:
+        return parse_cpu_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

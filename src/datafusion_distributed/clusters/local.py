@@ -15,8 +15,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection, Sequence
 
 from ..common import exits
+from ..common.cpus import format_cpu_list
 from ..protocol.auth import TOKEN_ENV, check_token, new_token
 from ..worker.spool import query_files
 
@@ -42,6 +44,10 @@ class LocalCluster:
     `compression="auto"`). `hosts` gives each worker its own address to listen on, one per
     worker (any of 127.0.0.0/8 is this machine's loopback on Linux), e.g.
     `[f"127.0.0.{i + 2}" for i in range(n)]`; by default all listen on 127.0.0.1.
+
+    `worker_cpus` confines each worker to some CPUs from its start (`worker --cpus`, Linux), worker
+    `i` to `worker_cpus[i % len(worker_cpus)]`: `[[0], [1]]` runs two workers as two one-core
+    machines would run them, DataFusion's thread pool in each sized to its core.
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class LocalCluster:
         worker_args: list[str] | tuple[str, ...] = (),
         share_spools: bool = True,
         hosts: list[str] | tuple[str, ...] | None = None,
+        worker_cpus: Sequence[Collection[int]] | None = None,
     ):
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
@@ -61,6 +68,9 @@ class LocalCluster:
             raise ValueError(f"hosts must list one address per worker ({n}), got {hosts!r}")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
         self.worker_args = [str(a) for a in worker_args]
+        self.worker_cpus = [format_cpu_list(cpus) for cpus in worker_cpus or ()]
+        if worker_cpus is not None and (not self.worker_cpus or not all(self.worker_cpus)):
+            raise ValueError(f"worker_cpus must give each worker at least one CPU, got {worker_cpus!r}")
         self.hosts = list(hosts) if hosts is not None else ["127.0.0.1"] * n
         self._own_root = spool_root is None and share_spools
         if share_spools:
@@ -96,6 +106,8 @@ class LocalCluster:
         ]  # fmt: skip
         if self.shared_spool_root:
             command += ["--shared-spool-root", self.shared_spool_root]
+        if self.worker_cpus:
+            command += ["--cpus", self.worker_cpus[index % len(self.worker_cpus)]]
         if self._own_spools:  # a worker outliving this process deletes its spool, the last one the root
             command.append("--remove-spool-on-exit")
         process = subprocess.Popen(
@@ -175,5 +187,7 @@ def _read_url(process: subprocess.Popen, timeout: float) -> str:
     line = result[0].strip() if result else ""
     if not line.startswith("listening on "):
         process.kill()
+        if (code := process.wait()) > 0:  # it stopped by itself: its error went to standard error
+            raise RuntimeError(f"worker process exited with status {code} before listening")
         raise RuntimeError(f"worker process did not start within {timeout}s (printed {line!r})")
     return line.removeprefix("listening on ")
