@@ -249,7 +249,10 @@ class QueryHistory:
             if record.explain is not None or record.plan is None:
                 return record.explain
             plan, metrics = record.plan, record.metrics
-        text = render_explain(plan, metrics) if metrics is not None else render_explain(plan)
+        try:
+            text = render_explain(plan, metrics) if metrics is not None else render_explain(plan)
+        except Exception as exc:  # a page shows the rest of the query all the same
+            text = f"(the plan could not be shown: {type(exc).__name__}: {exc})"
         with self._lock:
             record.explain, record.plan = text, None
         return text
