@@ -108,6 +108,11 @@ def test_the_dashboard_follows_a_tpch_query(browser, tpch_sf001, single_node_sf0
     ):
         url = dctx.dashboard_url
         assert url is not None and url.startswith("http://127.0.0.1:")
+        dctx.sql(
+            "SELECT n_name, count(*) AS suppliers FROM nation JOIN supplier ON s_nationkey = n_nationkey GROUP BY n_name"
+        ).to_arrow_table()
+        with pytest.raises(Exception, match="Cast error"):
+            dctx.sql("SELECT CAST(n_name AS INT) FROM nation").to_arrow_table()
         result: dict = {}
         run = threading.Thread(target=lambda: result.update(table=dctx.sql(query).to_arrow_table()))
         run.start()
@@ -118,6 +123,9 @@ def test_the_dashboard_follows_a_tpch_query(browser, tpch_sf001, single_node_sf0
                 lambda d: d.find_elements(By.CSS_SELECTOR, "#queries-table tr[data-state=running]"),
                 "the running query in the list",
             )
+            failed = driver.find_element(By.CSS_SELECTOR, "#queries-table tr[data-state=failed]")
+            assert "Cast error" in failed.text and "CAST(n_name AS INT)" in failed.text
+            assert driver.find_elements(By.CSS_SELECTOR, "#queries-table tr[data-state=finished]")
             _screenshot(driver, "dashboard-queries-running")
             rows[0].click()
             sql = _wait(driver, lambda d: d.find_element(By.ID, "query-sql").text, "the query's SQL")
@@ -180,4 +188,13 @@ def test_the_dashboard_follows_a_tpch_query(browser, tpch_sf001, single_node_sf0
         _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#queries-table tr[data-state]"), "the list")
         overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"the page is {overflow}px wider than a phone's window"
+        driver.find_element(By.CSS_SELECTOR, "#queries-table tr[data-state=finished]").click()
+        _wait(
+            driver,
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#stage-graph g.stage"),
+            "the stages on a phone",
+        )
+        overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the query's page is {overflow}px wider than a phone's window"
+        _screenshot(driver, "dashboard-phone")
         driver.set_window_size(1100, 800)

@@ -41,6 +41,12 @@ function clock(t) {
   return d.toLocaleTimeString("en-GB", { hour12: false });
 }
 
+function preview(sql) {
+  // the list shows a query's statement, not its leading comments
+  const text = sql.replace(/^\s*--.*$/gm, "").replace(/\s+/g, " ").trim();
+  return text || sql.replace(/\s+/g, " ");
+}
+
 function badge(state) {
   return `<span class="badge ${esc(String(state).replace(/ /g, "-"))}">${esc(state)}</span>`;
 }
@@ -63,7 +69,7 @@ function renderQueries(data) {
   const rows = data.queries.map((q) => `
     <tr class="link" data-query-id="${esc(q.query_id)}" data-state="${esc(q.state)}">
       <td>${badge(q.state)}</td>
-      <td class="sql" title="${esc(q.sql)}">${esc(q.sql.replace(/\s+/g, " "))}</td>
+      <td class="sql" title="${esc(q.sql)}">${esc(preview(q.sql))}</td>
       <td class="num hide-small">${clock(q.started)}</td>
       <td class="num">${seconds(q.seconds)}</td>
       <td class="num">${q.stages_done}/${q.stages_total}</td>
