@@ -58,9 +58,11 @@ def test_a_failed_query_keeps_its_error(dctx):
     df = dctx.sql("SELECT CAST(o_comment AS INT) FROM orders")
     with pytest.raises(Exception, match="Cast error") as raised:
         df.to_arrow_table()
-    q = views.queries(dctx.engine.history)[0]
+    q = views.query_detail(dctx.engine.history, views.queries(dctx.engine.history)[0]["query_id"])
     assert q["state"] == "failed" and "Cast error" in q["error"]
     assert q["error"] in str(raised.value) or str(raised.value) in q["error"]
+    final = max(q["stages"], key=lambda s: s["stage"])
+    assert final["state"] == "failed" and q["stages_done"] < q["stages_total"]  # not shown as done
 
 
 def test_a_frame_not_made_from_sql_shows_its_logical_plan(dctx):

@@ -52,8 +52,9 @@ class TaskAttempt:
 class StageRecord:
     """A stage as planned, and what its tasks have done so far.
 
-    `state` is "waiting" (its inputs are not complete), "running", "finished", or "folded"
-    (adaptive execution runs it inside another stage)."""
+    `state` is "waiting" (its inputs are not complete), "running", "finished", "folded"
+    (adaptive execution runs it inside another stage), or how its query ended ("failed",
+    "cancelled", "timed out") when that stopped it."""
 
     id: int
     name: str  # the stage's top plan node
@@ -347,6 +348,19 @@ def _apply(query: QueryRecord, event: Event) -> None:
         query.seconds = getattr(event.metrics, "seconds", 0.0) or (at - query.started)
         query.error = str(error)[:ERROR_CHARS] if error is not None else ""
         _stop_running(query, None, at)
+        if error is not None:
+            _mark_unfinished(query)
+
+
+def _mark_unfinished(query: QueryRecord) -> None:
+    """A query that ended with an error: its stages that had not finished, and its last stage
+    (the coordinator reports it at its end, error or not), end as the query did."""
+    for stage in query.stages.values():
+        if stage.state in ("waiting", RUNNING) or stage.id == query.final:
+            stage.state = query.state
+    for attempt in query.attempts.values():
+        if attempt.stage == query.final and attempt.state == "finished":
+            attempt.state = query.state
 
 
 class QueryRecorder(DistributedHandler):

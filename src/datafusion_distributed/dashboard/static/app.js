@@ -157,7 +157,7 @@ function renderDag(stages) {
       .filter(Boolean).join(" · ");
     const line1 = s.state === "folded" ? "runs inside another stage"
       : `${done}/${s.tasks} done · ${s.tasks_running} running`;
-    return `<g class="stage ${esc(s.state)}" data-stage="${s.stage}" data-state="${esc(s.state)}"
+    return `<g class="stage ${esc(s.state.replace(/ /g, "-"))}" data-stage="${s.stage}" data-state="${esc(s.state)}"
         data-done="${s.tasks_done}" data-tasks="${s.tasks}" data-running="${s.tasks_running}">
       <title>${esc(`Stage ${s.stage}: ${s.name} (${s.state})\n${s.reason}\n${s.adaptive}`)}</title>
       <rect class="box" x="${x}" y="${y}" width="${W}" height="${H}" rx="6"/>
