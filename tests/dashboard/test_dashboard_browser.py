@@ -25,7 +25,7 @@ from devtools import chromium
 
 WAIT = 30.0  # seconds for anything the page should show
 SHOT_HEIGHT = 1400  # pixels at most of a screenshot
-PACE = 0.25  # seconds each task waits before it is sent, so the query runs long enough to watch
+PACE = 0.5  # seconds each task waits before it is sent, so the query runs long enough to watch
 
 
 class Paced(DistributedHandler):
@@ -127,7 +127,15 @@ def test_the_dashboard_follows_a_tpch_query(browser, tpch_sf001, single_node_sf0
             assert "Cast error" in failed.text and "CAST(n_name AS INT)" in failed.text
             assert driver.find_elements(By.CSS_SELECTOR, "#queries-table tr[data-state=finished]")
             _screenshot(driver, "dashboard-queries-running")
-            rows[0].click()
+            assert rows
+            # clicked when found: the list is redrawn every second, so a row found earlier may be gone
+            _wait(
+                driver,
+                lambda d: (
+                    d.find_element(By.CSS_SELECTOR, "#queries-table tr[data-state=running]").click() or True
+                ),
+                "the running query to click on",
+            )
             sql = _wait(driver, lambda d: d.find_element(By.ID, "query-sql").text, "the query's SQL")
             assert "lineitem" in sql and "having" in sql.lower()
             _wait(
@@ -188,7 +196,13 @@ def test_the_dashboard_follows_a_tpch_query(browser, tpch_sf001, single_node_sf0
         _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#queries-table tr[data-state]"), "the list")
         overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"the page is {overflow}px wider than a phone's window"
-        driver.find_element(By.CSS_SELECTOR, "#queries-table tr[data-state=finished]").click()
+        _wait(
+            driver,
+            lambda d: (
+                d.find_element(By.CSS_SELECTOR, "#queries-table tr[data-state=finished]").click() or True
+            ),
+            "a finished query to click on",
+        )
         _wait(
             driver,
             lambda d: d.find_elements(By.CSS_SELECTOR, "#stage-graph g.stage"),
