@@ -52,7 +52,8 @@ class TaskAttempt:
 class StageRecord:
     """A stage as planned, and what its tasks have done so far.
 
-    `state` is "waiting" (its inputs are not complete), "running", "finished", "folded"
+    `state` is "waiting" (its inputs are not complete; the dashboard shows "starting" once they
+    are), "running", "finished", "folded"
     (adaptive execution runs it inside another stage), or how its query ended ("failed",
     "cancelled", "timed out") when that stopped it."""
 

@@ -45,13 +45,14 @@ def query_row(query: QueryRecord, now: float, sql_chars: int | None = None) -> d
 
 
 def _stage_state(query: QueryRecord, stage: StageRecord) -> str:
-    """The stage's state; the last stage, which runs in the coordinator without a start event,
-    is running once every stage it reads is done."""
+    """The stage's state. A waiting stage whose inputs are all done is "starting" (its tasks
+    are being placed), or running when it is the last stage, which runs in the coordinator
+    without a start event."""
     if stage.state != "waiting" or query.state != RUNNING:
         return stage.state
     producers = [query.stages.get(p) for p in stage.inputs]
     if all(p is not None and p.state in ("finished", "folded") for p in producers):
-        return RUNNING if stage.id == query.final else stage.state
+        return RUNNING if stage.id == query.final else "starting"
     return stage.state
 
 
