@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all setup demo test test-all lint format clean-data bench slt
+.PHONY: all setup demo test test-all lint format clean-data bench slt browser screenshots
 
 all: test
 
@@ -32,6 +32,15 @@ test: $(INSTALLED)
 
 test-all: $(INSTALLED)
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium for the dashboard's browser test: found, or installed from Debian's packages
+# when root with apt-get (the test does the same, and skips saying why where it cannot).
+browser:
+	$(PYTHON) -m devtools.chromium
+
+# The dashboard's screenshots in docs/images/, taken by its browser test.
+screenshots: $(INSTALLED)
+	DASHBOARD_SCREENSHOTS=docs/images $(VENV_PYTHON) -m pytest tests/dashboard/test_dashboard_browser.py -q
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

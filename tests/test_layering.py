@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"protocol", "work_unit_feed"},
     {"worker", "coordinator"},
-    {"clusters"},
+    {"clusters", "dashboard"},
     {"api"},
     {ROOT},
     {"cli"},

@@ -42,6 +42,7 @@ RUNS = [
         [*TINY, "--workers", "2", "--add", "1", "--seconds", "2", "--queries", "3", "--forced"],
         "0 lost",
     ),
+    ("dashboard_memory.py", [*TINY, "--rounds", "2", "--history-length", "30", "--explain"], "queries kept"),
 ]
 WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py", "rolling_restart.py"}
 

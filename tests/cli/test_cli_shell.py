@@ -5,8 +5,10 @@ or clearing a line, Ctrl-D and `\\q` leaving, history kept. Answers are single-n
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -143,3 +145,23 @@ def test_the_shell_without_a_terminal(table_dir):
     assert printed.count(single_node(table_dir, SUMS)) == 1 and "| one |" not in printed
     assert "Stage 0" in printed and "explain (plans instead of results) on" in err.getvalue()
     assert "error" not in err.getvalue()
+
+
+def test_the_prompt_keeps_the_dashboard_up_between_statements(tmp_path, table_dir):
+    with terminal(
+        tmp_path, "sql", "--table", f"t={table_dir}/", "--no-progress", "--dashboard-port", "0"
+    ) as child:
+        child.expect(r"dashboard: (http://127\.0\.0\.1:\d+/)")
+        url = child.match.group(1)
+        child.expect_exact(PROMPT)
+        for statement in (SUMS, "SELECT count(*) AS c FROM t"):
+            child.sendline(statement + ";")
+            child.expect_exact(PROMPT)
+        with urllib.request.urlopen(url + "api/queries", timeout=WAIT) as answer:
+            queries = json.load(answer)["queries"]
+        assert [q["sql"] for q in queries] == ["SELECT count(*) AS c FROM t", SUMS]  # newest first
+        assert {q["state"] for q in queries} == {"finished"}
+        child.sendline("\\q")
+        child.expect(pexpect.EOF)
+    with pytest.raises(OSError):  # gone with the command
+        urllib.request.urlopen(url, timeout=5)

@@ -63,6 +63,15 @@ class DistributedConfig(PlanningConfig):
             starts, unless its last answer is younger than this: workers that join mid-query
             take the tasks of later stages, and workers no longer listed get none. 0 asks at
             every stage. At least 0. Default 1.
+        dashboard_port: serve a live web dashboard of the context's queries, stages, tasks and
+            workers on this port (0 picks a free one; `DistributedContext.dashboard_url` says
+            where). Default None: no dashboard.
+        dashboard_host: the address the dashboard listens on. Default "127.0.0.1", reachable
+            from this machine only; any other address requires the cluster's token (see
+            docs/observability.md).
+        history_length: finished queries kept for the dashboard, `on_progress` and the
+            `distributed.queries`, `.stages` and `.tasks` tables (running ones are always
+            kept); the oldest go first. At least 1. Default 100.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -92,6 +101,9 @@ class DistributedConfig(PlanningConfig):
     speculation_factor: float = 2.0
     speculation_min_seconds: float = 1.0
     worker_refresh_seconds: float = 1.0
+    dashboard_port: int | None = None
+    dashboard_host: str = "127.0.0.1"
+    history_length: int = 100
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -115,5 +127,18 @@ class DistributedConfig(PlanningConfig):
         require(min_seconds >= 0, "speculation_min_seconds", "at least 0", min_seconds)
         refresh = self.worker_refresh_seconds
         require(refresh >= 0, "worker_refresh_seconds", "at least 0", refresh)
+        port = self.dashboard_port
+        require(
+            port is None or 0 <= port <= 65535, "dashboard_port", "a port from 0 to 65535 (or None)", port
+        )
+        require(
+            isinstance(self.dashboard_host, str)
+            and 0 < len(self.dashboard_host) <= 255
+            and " " not in self.dashboard_host,
+            "dashboard_host",
+            "a host name or address",
+            self.dashboard_host,
+        )
+        require(self.history_length >= 1, "history_length", "at least 1", self.history_length)
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")

@@ -18,6 +18,8 @@ from datafusion import DataFrame, SessionContext, SQLOptions
 from ..clusters.embedded import EmbeddedCluster
 from ..common.fs import missing_local_path
 from ..coordinator.liveness import LivenessMonitor
+from ..dashboard.history import Progress
+from ..dashboard.tables import named_tables, tables_context
 from ..errors import InvalidSetting, QueryFailed
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url
@@ -285,7 +287,14 @@ class DistributedContext:
             )
         # A DistributedDataFrame given as a table is the DataFusion DataFrame it wraps.
         named = {k: v.df if isinstance(v, DistributedDataFrame) else v for k, v in named_params.items()}
-        return self._frame(self.ctx.sql, query, options, param_values, **named)
+        history_tables = named_tables(query)
+        if history_tables:  # the query history: a snapshot, in a context of its own
+            tables = tables_context(self._engine.history, self._engine.worker_status, history_tables)
+            frame = self._frame(tables.sql, query, options, param_values, **named)
+        else:
+            frame = self._frame(self.ctx.sql, query, options, param_values, **named)
+        frame.sql_text = query
+        return frame
 
     def _settings_statement(
         self, statement: SettingsStatement, options: SQLOptions | None, named_params: dict[str, Any]
@@ -470,6 +479,44 @@ class DistributedContext:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
         stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`)."""
         return self._engine.plan(df).plan
+
+    # -- watching queries ---------------------------------------------------------------------
+    @property
+    def dashboard_url(self) -> str | None:
+        """The URL of the live dashboard of this context's queries, stages, tasks and workers
+        (`DistributedConfig.dashboard_port`); None when it is off.
+
+        On an address other than loopback, the URL carries a key made from the cluster's
+        token, valid for ten minutes: read the property again for a fresh one.
+        """
+        dashboard = self._engine.dashboard
+        return dashboard.url if dashboard is not None else None
+
+    def on_progress(self, fn: Callable[[Progress], object]) -> Callable[[Progress], object]:
+        """Call `fn(progress)` while each query of this context runs, a few times a second,
+        and once more when it ends (`progress.done`), as PySpark's `registerProgressHandler`.
+
+        `progress` is a `Progress`: the query id, stages done and in all, tasks running and
+        done, rows and bytes written so far, seconds, and its state. The calls come from a
+        thread of their own: a slow `fn` delays only the next call, never the query, and an
+        exception it raises is logged. Returns `fn`, so it can be used as a decorator.
+
+        Examples:
+            >>> dctx = DistributedContext()
+            >>> seen = []
+            >>> _ = dctx.on_progress(seen.append)
+            >>> dctx.sql("SELECT 1 AS one").to_pylist()
+            [{'one': 1}]
+            >>> import time; time.sleep(0.6)
+            >>> seen[-1].done, seen[-1].state, seen[-1].stages_done
+            (True, 'finished', 1)
+        """
+        self._engine.progress_callbacks.add(fn)
+        return fn
+
+    def remove_progress(self, fn: Callable[[Progress], object]) -> bool:
+        """Stop calling `fn` (given to `on_progress`); returns whether it was registered."""
+        return self._engine.progress_callbacks.remove(fn)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property

@@ -110,6 +110,7 @@ class DistributedDataFrame:
         self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
         self._runs_lock = threading.Lock()
         self.metrics: QueryMetrics | None = None  # of the last run, once it has ended
+        self.sql_text: str | None = None  # the SQL it was made from, for the query history
 
     @property
     def df(self) -> DataFrame:
@@ -596,13 +597,23 @@ class DistributedDataFrame:
             from ..metrics.progress import ProgressDisplay
 
             handlers = handlers.with_handlers([ProgressDisplay()])
-        run = self._engine.run(planned, handlers)
+        run = self._engine.run(planned, handlers, self._description())
         stream = self._cancellable(run, on_restart)
         try:
             with contextlib.closing(stream):
                 yield from stream
         finally:
             self.metrics = run.state.metrics
+
+    def _description(self) -> str:
+        """The query as the history shows it: its SQL, or its logical plan when it was not
+        made from SQL (or was transformed since)."""
+        if self.sql_text is not None:
+            return self.sql_text
+        try:
+            return self._df.logical_plan().display_indent()
+        except Exception:  # only a description: a query must not fail for it
+            return ""
 
     def cancel(self) -> bool:
         """Stop every execution of this DataFrame in progress (safe from any thread).

@@ -24,6 +24,10 @@ from ..coordinator.scheduler import QueryRun
 from ..coordinator.services import RunOptions, RunServices
 from ..coordinator.stragglers import StragglerRule
 from ..coordinator.worker_check import WorkerCheck
+from ..dashboard.history import QueryHistory
+from ..dashboard.progress import ProgressNotifier
+from ..dashboard.server import Dashboard
+from ..dashboard.workers import WorkerStatus
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
 from ..errors import ContextClosed
@@ -110,7 +114,24 @@ class Engine:
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
         self._session_hook = session_builder is not None  # it may register stores of its own
         self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
+        # what the dashboard, progress callbacks and the distributed.* tables read
+        self.history = QueryHistory(self.config.history_length)
+        self.progress_callbacks = ProgressNotifier(self.history)
+        self.worker_status = WorkerStatus(self.resolver.get_urls, self.clients, self.liveness, self.history)
         self._closed = False
+        self.dashboard: Dashboard | None = None
+        if self.config.dashboard_port is not None:
+            try:
+                self.dashboard = Dashboard(
+                    self.history,
+                    self.worker_status,
+                    self.config.dashboard_host,
+                    self.config.dashboard_port,
+                    self.clients.settings.auth_token,
+                )
+            except BaseException:
+                self.close()  # the embedded cluster, if it started, with it
+                raise
 
     def local_spools(self) -> tuple[str, ...]:
         """Spools of workers on this host (a cluster the library started): read in place."""
@@ -177,6 +198,8 @@ class Engine:
             self.clients.set_deadlines(config.connect_timeout, config.task_timeout)
         if config.liveness_timeout != old.liveness_timeout:
             self.liveness.set_timeout(config.liveness_timeout)
+        if config.history_length != old.history_length:
+            self.history.set_length(config.history_length)
 
     def add_object_store(self, store: S3Store) -> None:
         """Send `store` with every task of the queries planned from now on."""
@@ -217,8 +240,10 @@ class Engine:
         )
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
 
-    def run(self, planned: PlannedQuery, handlers: HandlerChain) -> QueryRun:
-        """A run of `planned` on the current workers, its events going to `handlers`."""
+    def run(self, planned: PlannedQuery, handlers: HandlerChain, sql: str = "") -> QueryRun:
+        """A run of `planned` on the current workers, its events going to `handlers` and into
+        the context's query history (`sql`: the query's text there)."""
+        handlers = handlers.with_handlers([self.history.recorder(planned.plan, sql)])
         services = RunServices(
             self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools(), self.membership
         )
@@ -245,6 +270,9 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "dashboard", None) is not None:
+            self.dashboard.close()
+        self.progress_callbacks.close()
         if self._worker_check is not None:
             self._worker_check.stop()
         self.feeds.close()

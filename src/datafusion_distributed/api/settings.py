@@ -24,6 +24,8 @@ FIXED = {
     "tls_root_certs": "connections to workers are opened with it when the context is made",
     "tls_client_cert": "connections to workers are opened with it when the context is made",
     "tls_client_key": "connections to workers are opened with it when the context is made",
+    "dashboard_port": "the dashboard starts with the context",
+    "dashboard_host": "the dashboard starts with the context",
     "feed_host": "the feed service listens there from the context's first query reading a feed",
 }
 SECRET = "auth_token"  # shown as set or unset, never its value

@@ -51,6 +51,8 @@ def run_sql(args: argparse.Namespace) -> int:
     with DistributedContext(
         _session_context(), _workers(args), config=config, progress=args.progress
     ) as dctx:
+        if dctx.dashboard_url is not None:  # up until the command ends (the prompt's last statement)
+            print(f"dashboard: {dctx.dashboard_url}", file=sys.stderr, flush=True)
         session = SqlSession(dctx, show)
         for spec in args.table:
             session.register_table(spec)

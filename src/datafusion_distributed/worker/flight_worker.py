@@ -20,6 +20,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile
 from ..common.errors import failure_message, is_failure
 from ..common.fs import lies_in, makedirs
+from ..common.memory import resident_bytes
 from ..common.version import __version__
 from ..events.chain import HandlerChain
 from ..events.handlers import PlanRewriteRequest
@@ -307,7 +308,10 @@ class FlightWorker(flight.FlightServerBase):
     def health(self) -> dict[str, str | int]:
         """The worker's version, protocol version, URL, number of spool files, and the bytes of
         task outputs it has served since it started (the `health` action): `served_file_bytes`
-        copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`)."""
+        copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`);
+        its drain `state` ("serving", "draining" or "drained"); and its load now:
+        `running_tasks`, `held_queries` (queries whose outputs it holds), `spool_bytes` (outputs
+        and fetched inputs of its queries) and `memory_bytes` (its process's resident memory)."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
@@ -318,6 +322,8 @@ class FlightWorker(flight.FlightServerBase):
             "state": self._drain.state(),
             "running_tasks": self._drain.running_tasks,
             "held_queries": len(self._drain.held()),
+            "spool_bytes": self.spool.used_bytes(),
+            "memory_bytes": resident_bytes(),
         }
 
     # -- drain ---------------------------------------------------------------------------
