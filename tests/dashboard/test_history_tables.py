@@ -81,3 +81,11 @@ def test_a_worker_that_does_not_answer_shows_so(dctx):
     states = {s.url: s for s in status.states()}
     assert states[closed].health in ("unreachable", "not answering") and states[closed].memory_bytes is None
     assert all(states[url].health == "ok" for url in dctx.workers())
+
+
+def test_a_schema_of_the_users_named_distributed_is_theirs():
+    ctx = SessionContext()
+    ctx.sql("CREATE SCHEMA distributed").collect()
+    ctx.sql("CREATE TABLE distributed.queries AS VALUES ('mine')").collect()
+    with DistributedContext(ctx) as own:
+        assert own.sql("SELECT * FROM distributed.queries").to_pylist() == [{"column1": "mine"}]

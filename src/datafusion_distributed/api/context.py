@@ -19,6 +19,7 @@ from ..clusters.embedded import EmbeddedCluster
 from ..common.fs import missing_local_path
 from ..coordinator.liveness import LivenessMonitor
 from ..dashboard.history import Progress
+from ..dashboard.tables import SCHEMA as HISTORY_SCHEMA
 from ..dashboard.tables import named_tables, tables_context
 from ..errors import InvalidSetting, QueryFailed
 from ..events.chain import HandlerChain
@@ -288,7 +289,9 @@ class DistributedContext:
         # A DistributedDataFrame given as a table is the DataFusion DataFrame it wraps.
         named = {k: v.df if isinstance(v, DistributedDataFrame) else v for k, v in named_params.items()}
         history_tables = named_tables(query)
-        if history_tables:  # the query history: a snapshot, in a context of its own
+        # the query history: a snapshot, in a context of its own; a schema of the user's of that
+        # name is theirs, and the statement reads it as DataFusion would
+        if history_tables and HISTORY_SCHEMA not in self.ctx.catalog().schema_names():
             tables = tables_context(self._engine.history, self._engine.worker_status, history_tables)
             frame = self._frame(tables.sql, query, options, param_values, **named)
         else:
