@@ -202,3 +202,24 @@ def test_by_default_a_build_side_is_collected_while_every_copy_fits_the_budget(
     stage = _join_stage(plan)
     request = AdaptRequest(stage, (), (), 0, (), False, DistributedConfig().planner(2), (rows, size))
     assert InputSizeAdaptation().adapt_stage(request).broadcast is switched
+
+
+@pytest.mark.parametrize(
+    ("others", "shared"),
+    [
+        (10, True),  # the rest is light: the shares, each rebuilding the other side, end sooner
+        (300, False),  # the rest already fills the workers: the rebuilt sides would only add to them
+    ],
+)
+def test_a_skewed_partition_is_shared_only_when_the_busiest_worker_gets_less(tables, others, shared) -> None:
+    plan = _plan(tables, INNER)
+    stage = _join_stage(plan)
+    left_producers = plan.stage(stage.inputs[0].producer).task_count
+    right_producers = plan.stage(stage.inputs[1].producer).task_count
+    build = [[others] * 3 + [50] + [others] * 4] * left_producers
+    hot = [[others] * 3 + [400] + [others] * 4] * right_producers
+    config = DistributedConfig(
+        adaptive_one_task_bytes=0, adaptive_task_bytes=1, skew_factor=1.0, skew_min_bytes=0
+    )
+    _, decision = _adapted(plan, stage, _results(plan, stage, {0: build, 1: hot}), config)
+    assert bool(decision is not None and decision.split) is shared

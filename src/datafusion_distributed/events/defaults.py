@@ -71,9 +71,10 @@ class InputSizeAdaptation(DistributedHandler):
       `skew_factor` times the median of that input's other partitions and at least
       `skew_min_bytes` is skewed, where the stage's plan allows sharing it out
       (`distributed_planner.skew`): it is shared out by producer files over as many tasks as
-      it has producer files (at most one per worker or `max_tasks_per_stage`), when what each
-      of them reads whole of the other inputs weighs no more than its share (each builds
-      that side again); the other partitions share the tasks as above.
+      it has producer files (at most one per worker or `max_tasks_per_stage`), when that
+      leaves the busiest worker less to read, counting what each share reads whole of the
+      other inputs (each builds that side again); the other partitions share the tasks as
+      above.
     """
 
     def adapt_stage(self, request: AdaptRequest) -> Adaptation:
@@ -105,11 +106,34 @@ class InputSizeAdaptation(DistributedHandler):
 
 
 def _worth_sharing(request: AdaptRequest, partition: int, shares: int) -> bool:
-    """Whether `partition` is worth sharing out over `shares` tasks: each of them reads the
-    partition of the stage's other inputs whole (a join builds its side of it again in each),
-    so that must not weigh more than each task's share of the largest side."""
+    """Whether sharing `partition` out over `shares` tasks ends the stage sooner. Each share
+    reads the partition of the stage's other inputs whole (a join builds its side of it again
+    in each): that must weigh no more than each share of the largest side, and the shares
+    must leave the busiest worker less to read than the partition whole does, the stage's
+    other partitions dealt to the workers too (`busiest_worker`)."""
+    sizes = request.partition_bytes
     largest = max(side[partition] for side in request.skew_bytes)
-    return request.partition_bytes[partition] - largest <= largest / shares
+    rebuilt = sizes[partition] - largest
+    if rebuilt > largest / shares:  # building the other side costs more than probing: measured
+        return False
+    others = [size for q, size in enumerate(sizes) if q != partition]
+    shared = [*others] + [rebuilt + largest / shares] * shares
+    workers = request.config.workers
+    return busiest_worker(shared, workers) < busiest_worker([*others, sizes[partition]], workers)
+
+
+def busiest_worker(weights: list[float], workers: int) -> float:
+    """What the busiest of `workers` gets when `weights` are dealt largest first, each to the
+    least loaded worker.
+
+    Examples:
+        >>> busiest_worker([95, 58], 2), busiest_worker([63, 63, 58], 2)
+        (95, 121)
+    """
+    loads: list[float] = [0] * max(1, workers)
+    for weight in sorted(weights, reverse=True):
+        loads[loads.index(min(loads))] += weight
+    return max(loads)
 
 
 def _median_of_others(sizes: tuple[int, ...], partition: int) -> float:
