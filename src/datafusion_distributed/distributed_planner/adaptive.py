@@ -31,6 +31,7 @@ from typing import Any
 
 from ..codec import replace_subtree
 from ..codec.joins import repartition_input
+from ..common.dealing import deal
 from ..events.handlers import Adaptation, AdaptiveDecision, AdaptRequest
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, TaskPlan
 
@@ -235,13 +236,7 @@ def _deal(items: list[tuple[int, int]], groups: int) -> list[tuple[int, ...]]:
         >>> _deal([(0, 10), (1, 30), (2, 20)], 2)
         [(1,), (0, 2)]
     """
-    dealt: list[list[int]] = [[] for _ in range(groups)]
-    loads = [0] * groups
-    for key, weight in sorted(items, key=lambda item: -item[1]):
-        lightest = loads.index(min(loads))
-        dealt[lightest].append(key)
-        loads[lightest] += weight
-    return [tuple(sorted(group)) for group in dealt if group]
+    return [tuple(sorted(keys)) for keys, _ in deal(items, groups) if keys]
 
 
 def balanced_runs(items: Sequence[int], weights: Sequence[int], runs: int) -> list[list[int]]:

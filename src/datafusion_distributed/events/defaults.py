@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..common.dealing import deal
 from .handlers import (
     Adaptation,
     AdaptRequest,
@@ -130,10 +131,7 @@ def busiest_worker(weights: list[float], workers: int) -> float:
         >>> busiest_worker([95, 58], 2), busiest_worker([63, 63, 58], 2)
         (95, 121)
     """
-    loads: list[float] = [0] * max(1, workers)
-    for weight in sorted(weights, reverse=True):
-        loads[loads.index(min(loads))] += weight
-    return max(loads)
+    return max(load for _, load in deal(enumerate(weights), workers))
 
 
 def _median_of_others(sizes: tuple[int, ...], partition: int) -> float:
