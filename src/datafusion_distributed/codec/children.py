@@ -27,6 +27,15 @@ def _message(raw: bytes) -> tuple[bytes, list[Field]] | None:
         return None
 
 
+def node_message(raw: bytes, *kinds: int) -> bytes:
+    """The payload of the plan node `raw`'s oneof (its own message); WireError unless the node
+    is one of `kinds`."""
+    top = list(iter_fields(raw))
+    if len(top) != 1 or top[0].number not in kinds or top[0].wire_type != LEN:
+        raise WireError(f"not a plan node of kind {kinds}")
+    return top[0].payload(raw)
+
+
 def kind(raw: bytes) -> int | None:
     """The oneof field number that says which kind of node `raw` is (None if unreadable)."""
     try:

@@ -11,6 +11,7 @@ any partitioning: its repartition can go. Three edits make it, each on fields pi
 
 from __future__ import annotations
 
+from .children import node_message
 from .fields import (
     COALESCE_PARTITIONS,
     COALESCE_PARTITIONS_INPUT,
@@ -22,17 +23,9 @@ from .fields import (
 from .wire import LEN, WireError, encode_len_field, iter_fields
 
 
-def _node_message(node: bytes, oneof: int) -> bytes:
-    """The message of a plan node of kind `oneof` (the payload of its one field)."""
-    fields = list(iter_fields(node))
-    if len(fields) != 1 or fields[0].number != oneof or fields[0].wire_type != LEN:
-        raise WireError(f"not a plan node of kind {oneof}")
-    return fields[0].payload(node)
-
-
 def collect_left(join: bytes) -> bytes:
     """The HashJoinExec `join` in CollectLeft mode, all else as it was."""
-    message = _node_message(join, HASH_JOIN)
+    message = node_message(join, HASH_JOIN)
     kept = b"".join(
         message[f.start : f.end] for f in iter_fields(message) if f.number != HASH_JOIN_PARTITION_MODE
     )
@@ -46,7 +39,7 @@ def coalesced(subtree: bytes) -> bytes:
 
 def repartition_input(repartition: bytes) -> bytes:
     """The input of the RepartitionExec `repartition`."""
-    message = _node_message(repartition, REPARTITION)
+    message = node_message(repartition, REPARTITION)
     inputs = [f for f in iter_fields(message) if f.number == REPARTITION_INPUT and f.wire_type == LEN]
     if len(inputs) != 1:
         raise WireError("a RepartitionExec without one input")

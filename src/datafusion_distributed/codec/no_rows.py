@@ -15,6 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import fields as F
+from .children import node_message
 from .scan import file_groups, with_file_groups
 from .wire import LEN, WireError, encode_len_field, iter_fields
 
@@ -31,10 +32,7 @@ def scan_without_files(scan: bytes) -> bytes:
 
 def memory_scan_without_rows(node: bytes) -> bytes:
     """The memory scan `node` with each partition's batches dropped (its stream's schema kept)."""
-    top = list(iter_fields(node))
-    if len(top) != 1 or top[0].number != F.MEMORY_SCAN or top[0].wire_type != LEN:
-        raise WireError("not a memory scan node")
-    scan = top[0].payload(node)
+    scan = node_message(node, F.MEMORY_SCAN)
     kept = []
     for field in iter_fields(scan):
         if field.number == F.MEMORY_PARTITIONS and field.wire_type == LEN and field.end > field.payload_start:

@@ -8,15 +8,8 @@ it orders by, without decoding a single expression.
 from __future__ import annotations
 
 from . import fields as F
+from .children import node_message
 from .wire import LEN, WireError, iter_fields
-
-
-def _node_message(node: bytes, kinds: tuple[int, ...]) -> bytes:
-    """The payload of a plan node's oneof when the node is one of `kinds`."""
-    top = list(iter_fields(node))
-    if len(top) != 1 or top[0].number not in kinds or top[0].wire_type != LEN:
-        raise WireError(f"not a plan node of kind {kinds}")
-    return top[0].payload(node)
 
 
 def _repeated(message: bytes, number: int) -> list[bytes]:
@@ -34,11 +27,11 @@ def _one(message: bytes, number: int) -> bytes:
 def sort_keys(node: bytes) -> list[bytes]:
     """The expressions a SortExec or SortPreservingMergeExec orders by, most significant
     first (directions left out: any direction keeps equal values together)."""
-    body = _node_message(node, (F.SORT, F.SORT_PRESERVING_MERGE))
+    body = node_message(node, F.SORT, F.SORT_PRESERVING_MERGE)
     return [_one(_one(key, F.EXPR_SORT), F.SORT_EXPR_EXPR) for key in _repeated(body, F.SORT_KEYS)]
 
 
 def window_partition_keys(node: bytes) -> list[list[bytes]]:
     """The PARTITION BY expressions of each window function of a window node."""
-    body = _node_message(node, (F.WINDOW_AGG,))
+    body = node_message(node, F.WINDOW_AGG)
     return [_repeated(expr, F.WINDOW_PARTITION_BY) for expr in _repeated(body, F.WINDOW_EXPRS)]
