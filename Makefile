@@ -24,8 +24,9 @@ $(INSTALLED): pyproject.toml | $(VENV_PYTHON)
 
 setup: $(INSTALLED)
 
+# single-node runs with the allocator setting the worker processes start with: a fair comparison
 demo: $(INSTALLED)
-	$(VENV_PYTHON) examples/demo.py
+	MIMALLOC_PURGE_DECOMMITS=0 $(VENV_PYTHON) examples/demo.py
 
 test: $(INSTALLED)
 	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)

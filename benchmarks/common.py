@@ -5,6 +5,14 @@ The scripts import it by name (``from common import ...``), as they import each 
 ``python benchmarks/<script>.py``, their folder comes first on ``sys.path``. Only the standard
 library is imported here, so that a script whose measurements run in child processes
 (``fresh_memory.py``, ``scale_curve.py``) loads no DataFusion for it.
+
+A script importing it runs with the allocator setting the library's worker processes start with
+(``MIMALLOC_PURGE_DECOMMITS=0``, ``datafusion_distributed/common/allocator.py``): mimalloc reads
+it only as a process starts, so a script started without the variable is started again with it
+(a script run by its path; importing this module does not).
+Single-node DataFusion and the embedded cluster in the script's process then compare like for
+like with the workers; ``MIMALLOC_PURGE_DECOMMITS=1 python benchmarks/...`` runs every process
+at mimalloc's own default.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -24,6 +33,14 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# -- the allocator ------------------------------------------------------------------------------
+
+ALLOCATOR_VARIABLE = "MIMALLOC_PURGE_DECOMMITS"
+_RUN_AS_SCRIPT = Path(sys.argv[0]).resolve().parent == Path(__file__).resolve().parent
+if _RUN_AS_SCRIPT and ALLOCATOR_VARIABLE not in os.environ:  # as the library's worker processes start
+    os.environ[ALLOCATOR_VARIABLE] = "0"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
 
 # -- options ------------------------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ For each query the demo prints the distributed plan (stages, tasks, boundaries a
 task scans), the first rows of the result, and the time taken by single-node DataFusion and by the
 distributed run on the same data, then checks that both answers are the same.
 
-    make demo        # or: .venv/bin/python examples/demo.py
+    make demo        # or: MIMALLOC_PURGE_DECOMMITS=0 .venv/bin/python examples/demo.py
+
+The variable gives this process, where single-node DataFusion runs, the allocator setting the
+worker processes start with (docs/workers.md), so that the two compare like for like.
 
 The data (TPC-H at scale factor 0.1, about 35 MB of Parquet) is generated on the first run and
 cached under data/tpch/.

@@ -28,6 +28,7 @@ RUNS = [
     ("feeds.py", [*TINY, "--iterations", "1", "--units", "4", "--unit-seconds", "0.01"], "feed"),
     ("memory.py", [*TINY, "--query", "3"], "peak"),
     ("fresh_memory.py", [*TINY, "--queries", "3"], "q03"),
+    ("freed_memory.py", [*TINY, "--queries", "3", "--iterations", "1"], "eager"),
     (
         "micro.py",
         [*TINY, "--runs", "3", "--exchange-runs", "1", "--plan-runs", "1", "--no-processes"],
@@ -44,7 +45,15 @@ RUNS = [
     ),
     ("dashboard_memory.py", [*TINY, "--rounds", "2", "--history-length", "30", "--explain"], "queries kept"),
 ]
-WRITES_OUTPUT = {"tpch.py", "micro.py", "scale_curve.py", "writes.py", "speculation.py", "rolling_restart.py"}
+WRITES_OUTPUT = {
+    "tpch.py",
+    "freed_memory.py",
+    "micro.py",
+    "scale_curve.py",
+    "writes.py",
+    "speculation.py",
+    "rolling_restart.py",
+}
 
 
 @pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])

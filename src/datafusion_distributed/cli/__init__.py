@@ -15,8 +15,10 @@ import argparse
 import logging
 import sys
 
+from ..common.allocator import hand_back_lazily
 from ..common.lean_imports import import_datafusion_without_pandas
 
+hand_back_lazily()  # before DataFusion's allocator reads its settings
 import_datafusion_without_pandas()  # before the commands' modules import DataFusion
 
 from .drain import add_drain_command  # noqa: E402
