@@ -74,7 +74,7 @@ from common import (
     write_json,
 )
 from datafusion import SessionConfig, SessionContext
-from tpch import fmt, parse_variant, ratio, summary
+from tpch import fmt, parse_variant, ratio, ratios, summary
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
@@ -408,19 +408,32 @@ def print_table(result: dict, modes: list[str]) -> None:
     others = modes[1:]
     header = f"{'query':<34} | {'single':>8}"
     for m in others:
-        header += f" | {m:>17} {'ratio':>6}"
+        header += f" | {m:>17} {'ratio':>6} {'cpu':>5}"
     header += f" | {'adaptive/static':>15}"
     print(header)
     print("-" * len(header))
-    for q, r in result["queries"].items():
+    queries = result["queries"]
+    for q, r in queries.items():
         line = f"{q + ' ' + r['shape']:<34} | {fmt(r[SINGLE]['median'])}"
         for m in others:
-            line += f" | {fmt(r[m]['median']):>17} {ratio(r[m]['median'], r[SINGLE]['median'])}"
+            line += f" | {fmt(r[m]['median']):>17} {ratios(r[m], r[SINGLE])}"
         line += f" | {ratio(r[ADAPTIVE]['median'], r[STATIC]['median']):>15}"
         if r["error"]:
             line += "  FAILED"
         print(line)
-    print("(median seconds; ratio = median distributed / median single-node)")
+    total = {m: _sum(queries, m, "median") for m in modes}
+    cpu = {m: _sum(queries, m, "cpu_median") for m in modes}
+    line = f"{'the set':<34} | {fmt(total[SINGLE])}"
+    for m in others:
+        line += (
+            f" | {fmt(total[m]):>17} {ratio(total[m], total[SINGLE])} {ratio(cpu[m], cpu[SINGLE]).strip():>5}"
+        )
+    print("-" * len(header))
+    print(line + f" | {ratio(total[ADAPTIVE], total[STATIC]):>15}")
+    print(
+        "(median seconds; ratio = median distributed / median single-node; cpu = the same for CPU seconds,"
+        " this process and the workers; the set: sums over its queries)"
+    )
     print()
     print(
         f"{'query':<34} "
@@ -438,6 +451,12 @@ def print_table(result: dict, modes: list[str]) -> None:
     for q, r in result["queries"].items():
         cells = [f"{r['joins'].get(m, '?')} {_ran(r['worker_stages_tasks'].get(m))}" for m in others]
         print(f"{q + ' ' + r['shape']:<34} " + " ".join(f"{c:>17}" for c in cells))
+
+
+def _sum(queries: dict, mode: str, key: str) -> float | None:
+    """The sum of one figure over the queries, None if any query lacks it."""
+    values = [r[mode].get(key) for r in queries.values()]
+    return None if any(v is None for v in values) else sum(values)
 
 
 def _mb(value: float | None) -> str:
