@@ -22,6 +22,7 @@ import pytest
 from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed.common.allocator import DECOMMIT_VARIABLE
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.forced import FORCED_CONFIG
@@ -288,3 +289,14 @@ def test_scale_adds_workers_mid_query_that_take_tasks_and_drains_those_it_remove
         assert recorder.lost() == []
         with pytest.raises(ValueError, match="at least one worker"):
             cluster.scale(0)
+
+
+def test_worker_actors_hand_freed_memory_back_lazily_unless_told_otherwise(local_ray):
+    def setting(actor) -> str | None:
+        return ray.get(actor.__ray_call__.remote(lambda _: os.environ.get(DECOMMIT_VARIABLE)), timeout=60)
+
+    with RayCluster(1, placement="pack", host=LOOPBACK) as cluster:
+        assert setting(cluster.actors[0]) == "0"  # as the library's other worker processes
+    given = {"env_vars": {DECOMMIT_VARIABLE: "1"}}
+    with RayCluster(1, placement="pack", host=LOOPBACK, actor_options={"runtime_env": given}) as cluster:
+        assert setting(cluster.actors[0]) == "1"

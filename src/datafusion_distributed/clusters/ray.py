@@ -36,6 +36,7 @@ except ImportError as exc:  # the optional extra is missing
     ) from exc
 
 from ..common import exits
+from ..common.allocator import runtime_env_handing_back_lazily
 from ..protocol.auth import check_token, new_token
 from ..runtime.session import SessionBuilder
 from ..worker.flight_worker import FlightWorker
@@ -219,6 +220,7 @@ class RayCluster:
         host, session_builder, num_cpus, max_restarts, actor_options = self._actor_args
         strategy = PLACEMENTS[self.placement]
         options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": max_restarts, **actor_options}
+        options["runtime_env"] = runtime_env_handing_back_lazily(options.get("runtime_env"))
         group = None
         if strategy is not None:
             group = placement_group([{"CPU": num_cpus}] * count, strategy=strategy)
