@@ -140,14 +140,21 @@ def timed(run: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - started, result
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of another process so far (Linux /proc), None if unknown."""
+def process_times(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of another process so far (Linux /proc), None if unknown."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of another process so far (Linux /proc), None if unknown."""
+    times = process_times(pid)
+    return None if times is None else sum(times)
 
 
 def cpu_seconds(pids: list[int]) -> float | None:

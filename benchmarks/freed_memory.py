@@ -2,15 +2,17 @@
 against workers at mimalloc's own, side by side on TPC-H.
 
     python benchmarks/freed_memory.py --sf 1 --iterations 3
+    MIMALLOC_PURGE_DECOMMITS=1 python benchmarks/freed_memory.py   # single-node at mimalloc's default
 
-The command line starts its processes (workers, the `sql` shell) with
-``MIMALLOC_PURGE_DECOMMITS=0`` (``common/allocator.py``): mimalloc hands pages that fell free
-back to the OS with ``MADV_FREE``, which the kernel takes only when it needs memory, instead of
-decommitting them, which makes the next allocation fault them in and the kernel zero them.
-Sides, interleaved query by query (their order alternating):
+The library starts its worker processes with ``MIMALLOC_PURGE_DECOMMITS=0``
+(``common/allocator.py``): mimalloc hands pages that fell free back to the OS with
+``MADV_FREE``, which the kernel takes only when it needs memory, instead of decommitting them,
+which makes the next allocation fault them in and the kernel zero them. Sides, interleaved
+query by query (their order alternating):
 
-- ``single``: single-node DataFusion in this process (``target_partitions = --workers``);
-- ``lazy``: a ``LocalCluster`` of ``--workers`` processes at the library's setting;
+- ``single``: single-node DataFusion in this process (``target_partitions = --workers``), at
+  this process's setting: the library's (``common.py``) unless the variable was given;
+- ``lazy``: a ``LocalCluster`` of ``--workers`` processes started with the library's setting;
 - ``eager``: the same cluster, its workers started with ``MIMALLOC_PURGE_DECOMMITS=1``
   (mimalloc's default).
 
@@ -19,8 +21,7 @@ single-node's. Per side it prints the sum over queries of the median seconds, th
 system CPU seconds of one pass over the queries (this process and the side's workers), and the
 largest peak resident memory of one query summed over the side's processes (each process's
 high-water mark reset before each run; pages handed back lazily count until the kernel takes
-them). Start this script with ``MIMALLOC_PURGE_DECOMMITS=0`` set to give single-node the same
-setting. Results go to ``benchmarks/results/`` as JSON.
+them). Results go to ``benchmarks/results/`` as JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from common import (
     add_pin_arg,
     git_commit,
     peak_rss_mb,
+    process_times,
     query_numbers,
     reset_peak_rss,
     result_path,
@@ -51,25 +53,23 @@ from datafusion_distributed.common.allocator import DECOMMIT_VARIABLE
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_data, tpch_query
 
-MIMALLOC_DEFAULT = "1"
+SETTINGS = {"lazy": "0", "eager": "1"}  # the library's, mimalloc's default
 
 
 def user_and_system_seconds(pids: list[int]) -> tuple[float, float]:
-    """User and system CPU seconds so far of this process and of `pids` (Linux /proc)."""
+    """User and system CPU seconds so far of this process and of `pids`."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     user, system = usage.ru_utime, usage.ru_stime
     for pid in pids:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        user += int(fields[11]) / os.sysconf("SC_CLK_TCK")
-        system += int(fields[12]) / os.sysconf("SC_CLK_TCK")
+        pid_user, pid_system = process_times(pid) or (0.0, 0.0)
+        user, system = user + pid_user, system + pid_system
     return user, system
 
 
-def cluster_at_mimalloc_default(workers: int, cores) -> LocalCluster:
-    """A LocalCluster whose workers decommit freed pages, as mimalloc does by default."""
+def cluster_at(setting: str, workers: int, cores) -> LocalCluster:
+    """A LocalCluster whose workers start with `MIMALLOC_PURGE_DECOMMITS=setting`."""
     before = os.environ.get(DECOMMIT_VARIABLE)
-    os.environ[DECOMMIT_VARIABLE] = MIMALLOC_DEFAULT  # the workers inherit it as they start
+    os.environ[DECOMMIT_VARIABLE] = setting  # the workers inherit it as they start
     try:
         return LocalCluster(workers, worker_cpus=cores)
     finally:
@@ -90,8 +90,7 @@ def main() -> None:
     cores = worker_cores(args.workers, args.pin)
     single = SessionContext(SessionConfig().with_target_partitions(args.workers))
     register_tpch(single, data)
-    clusters = {"lazy": LocalCluster(args.workers, worker_cpus=cores)}
-    clusters["eager"] = cluster_at_mimalloc_default(args.workers, cores)
+    clusters = {side: cluster_at(setting, args.workers, cores) for side, setting in SETTINGS.items()}
     sides: dict[str, tuple[object, list[int]]] = {"single": (single, [])}
     for name, cluster in clusters.items():
         ctx = SessionContext()
