@@ -57,7 +57,8 @@ def _worker_faults(tpch: os.PathLike, runs: int) -> int:
         ctx = SessionContext()
         register_tpch(ctx, tpch)
         dctx = DistributedContext(ctx, workers=cluster, config=FORCED_CONFIG)
-        dctx.sql(tpch_query(18)).to_arrow_table()  # the first run faults its pages in either way
+        for _ in range(2):  # the first runs fault their pages in either way
+            dctx.sql(tpch_query(18)).to_arrow_table()
         before = sum(_minor_faults(p.pid) for p in cluster.processes)
         for _ in range(runs):
             dctx.sql(tpch_query(18)).to_arrow_table()
@@ -67,7 +68,9 @@ def _worker_faults(tpch: os.PathLike, runs: int) -> int:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_reuse_freed_pages_instead_of_faulting_them_in_again(tpch_sf01, monkeypatch):
     monkeypatch.setenv(DECOMMIT_VARIABLE, "1")  # mimalloc's own default, inherited by the workers
-    eager = _worker_faults(tpch_sf01, runs=4)
+    eager = _worker_faults(tpch_sf01, runs=8)
     monkeypatch.delenv(DECOMMIT_VARIABLE)  # the library's
-    lazy = _worker_faults(tpch_sf01, runs=4)
+    lazy = _worker_faults(tpch_sf01, runs=8)
+    # lazily freed pages are reused: about a fifth of the faults here (0.16-0.39 measured),
+    # against about as many (a ratio near 1) if the setting did not take effect
     assert lazy * 2 < eager, (lazy, eager)
