@@ -17,6 +17,7 @@ from datafusion_distributed.events import (
     RoutingRequest,
     TaskCount,
 )
+from datafusion_distributed.metrics.query_metrics import COORDINATOR
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 CONFIG = DistributedConfig(bytes_per_partition=1024)
@@ -135,6 +136,26 @@ def test_failed_query_notifies(tpch_sf001, cluster):
     kinds = [e.kind for e in recorder.events]
     assert EventKind.TASK_FAILED in kinds or EventKind.QUERY_FAILED in kinds
     assert kinds[-1] is EventKind.QUERY_FAILED
+
+
+def test_a_query_failing_in_the_head_stage_reports_its_task_failed_not_finished(tpch_sf001, cluster):
+    recorder = Recorder()
+    dctx = _context(tpch_sf001, cluster, [recorder])
+    dctx.register_udf(_failing_udf())
+    # over a shuffle, the final aggregate's projection runs in the coordinator and fails there
+    sql = "SELECT o_orderstatus, explode(count(*)) FROM orders GROUP BY o_orderstatus"
+    with pytest.raises(Exception, match="boom"):
+        dctx.sql(sql).to_pylist()
+    head = max(e.stage for e in recorder.events if e.kind is EventKind.STAGE_STARTED)
+    assert head > 0  # stages ran on workers before the head
+    of_head = [e for e in recorder.events if e.stage == head and e.kind is not EventKind.STAGE_ADAPTED]
+    assert [e.kind for e in of_head] == [
+        EventKind.STAGE_STARTED,
+        EventKind.TASK_STARTED,
+        EventKind.TASK_FAILED,
+    ]
+    assert of_head[-1].worker == COORDINATOR and "boom" in str(of_head[-1].error)
+    assert recorder.events[-1].kind is EventKind.QUERY_FAILED
 
 
 def _failing_udf():

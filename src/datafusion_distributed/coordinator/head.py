@@ -224,15 +224,26 @@ class HeadStage:
     def _run_here(
         self, batches: Iterator[pa.RecordBatch], physical: ExecutionPlan, recorder: TaskRecorder
     ) -> Iterator[pa.RecordBatch]:
-        """Stream `batches`, the result of `physical` run here, then report what it measured."""
+        """Stream `batches`, the result of `physical` run here, then report what it measured:
+        finished, also when the reader stops early (a LIMIT, or show(): metrics so far), or
+        failed with the error that ends the query."""
         run = self.run
         rows = 0
+
+        def finished() -> None:
+            run.events.head_finished(run.plan.final.id, rows, recorder.finish(physical))
+
         try:
             for batch in batches:
                 rows += batch.num_rows
                 yield batch
-        finally:  # also when the reader stops early (a LIMIT, or show()): metrics so far
-            run.events.head_finished(run.plan.final.id, rows, recorder.finish(physical))
+        except GeneratorExit:
+            finished()
+            raise
+        except BaseException as exc:
+            run.events.task_failed(run.plan.final.id, 0, COORDINATOR, 0, exc)
+            raise
+        finished()
 
     def _stream(self, worker: str, ticket: Ticket) -> Iterator[pa.RecordBatch]:
         try:
