@@ -71,6 +71,6 @@ def test_workers_reuse_freed_pages_instead_of_faulting_them_in_again(tpch_sf01, 
     eager = _worker_faults(tpch_sf01, runs=8)
     monkeypatch.delenv(DECOMMIT_VARIABLE)  # the library's
     lazy = _worker_faults(tpch_sf01, runs=8)
-    # lazily freed pages are reused: about a fifth of the faults here (0.16-0.39 measured),
+    # lazily freed pages are reused: 0.13-0.39 of the faults measured here,
     # against about as many (a ratio near 1) if the setting did not take effect
     assert lazy * 2 < eager, (lazy, eager)
