@@ -126,9 +126,6 @@ class WorkerDraining(WorkerError):
     `drain` action): the task runs on another worker. Neither a failure of the query nor a lost
     worker: the outputs it holds stay readable until its queries release them."""
 
-    def __init__(self, url: str, detail: str):
-        super().__init__(url, detail)
-
 
 class WorkersNotFound(LookupError):
     """A resolver found no worker: its DNS name did not resolve, or resolved to no address."""

@@ -118,7 +118,7 @@ def _worth_sharing(request: AdaptRequest, partition: int, shares: int) -> bool:
     if rebuilt > largest / shares:  # building the other side costs more than probing: measured
         return False
     others = [size for q, size in enumerate(sizes) if q != partition]
-    shared = [*others] + [rebuilt + largest / shares] * shares
+    shared = others + [rebuilt + largest / shares] * shares
     workers = request.config.workers
     return busiest_worker(shared, workers) < busiest_worker([*others, sizes[partition]], workers)
 

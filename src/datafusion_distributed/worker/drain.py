@@ -74,15 +74,21 @@ class Drain:
         with self._changed:
             return self._running
 
-    def held(self) -> list[str]:
-        """The queries whose outputs the worker still holds."""
-        return self._held_queries()
+    def report(self) -> dict[str, str | int]:
+        """The drain's part of a health answer: its `state` ("serving", "draining": tasks
+        running or outputs held, or "drained": it may exit), `running_tasks` and `held_queries`
+        (how many queries' outputs it holds), the held outputs looked at once."""
+        held = len(self._held_queries())
+        running = self.running_tasks
+        if not self.draining:
+            state = SERVING
+        else:
+            state = DRAINED if running == 0 and held == 0 else DRAINING
+        return {"state": state, "running_tasks": running, "held_queries": held}
 
     def state(self) -> str:
-        """ "serving", "draining" (tasks running or outputs held), or "drained" (it may exit)."""
-        if not self.draining:
-            return SERVING
-        return DRAINED if self.running_tasks == 0 and not self.held() else DRAINING
+        """ "serving", "draining" or "drained" (see `report`)."""
+        return str(self.report()["state"])
 
     def wait(self, timeout: float, poll: float = 0.1) -> bool:
         """Wait up to `timeout` seconds until the worker is drained; whether it is. The outputs

@@ -319,9 +319,7 @@ class FlightWorker(flight.FlightServerBase):
             "spool_files": len(self.spool.files()),
             "served_file_bytes": self.served.file_bytes,
             "served_stream_bytes": self.served.stream_bytes,
-            "state": self._drain.state(),
-            "running_tasks": self._drain.running_tasks,
-            "held_queries": len(self._drain.held()),
+            **self._drain.report(),
             "spool_bytes": self.spool.used_bytes(),
             "memory_bytes": resident_bytes(),
         }
