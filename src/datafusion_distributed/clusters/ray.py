@@ -4,9 +4,9 @@ Each actor runs a `FlightWorker` on its node, listening on the node's IP address
 spool in a folder of that node's local disk that the actor makes and removes. The cluster is a
 resolver: it asks the actors for their URLs as every query and every stage starts (at most once
 per `worker_refresh_seconds`), so a restarted actor (a new process on a new port), or one added
-by `scale`, is used from the next stage on; one removed by `scale` drains first. Workers on different machines cannot read each
-other's spools, so they never share them in place: exchanges cross Flight, and the "auto"
-compression picks lz4 for them.
+by `scale`, is used from the next stage on; one removed by `scale` drains first. Workers on
+different machines cannot read each other's spools, so they never share them in place:
+exchanges cross Flight, and the "auto" compression picks lz4 for them.
 
 Ray is imported only with this module, which the package loads when `RayCluster` is first
 asked for: `import datafusion_distributed` does not need Ray.
