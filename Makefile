@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all setup demo test test-all lint format clean-data bench slt browser screenshots
+.PHONY: all setup demo test test-all lint format clean-data bench slt fuzz browser screenshots
 
 all: test
 
@@ -75,3 +75,11 @@ slt: $(INSTALLED)
 	DATAFUSION_SLT_DIR=$(SLT_DIR) $(VENV_PYTHON) -m devtools.slt --forced \
 		--cluster local:3 --report $(SLT_REPORTS)/forced-local3.json $(SLT_ARGS); local=$$?; \
 	exit $$((embedded | local))
+
+# Generated SQL, single-node against distributed with distribution forced, on the embedded
+# cluster and on worker processes that share nothing; differences are shrunk to a minimal
+# query (see devtools/fuzz). E.g. `make fuzz FUZZ_ARGS="--queries 500 --seed 1 -v"`.
+FUZZ_ARGS ?= --queries 4000 --report slt-reports/fuzz.json
+fuzz: $(INSTALLED)
+	@mkdir -p slt-reports
+	$(VENV_PYTHON) -m devtools.fuzz $(FUZZ_ARGS)

@@ -223,7 +223,12 @@ class Engine:
             session, task_settings = self._planning_state(workers, config)
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
             plan = plan_query(
-                physical, session, config.planner(workers), self.handlers, logical.display_indent_schema()
+                physical,
+                session,
+                config.planner(workers),
+                self.handlers,
+                logical.display_indent_schema(),
+                self._head_sessions.base(),  # built as the workers' are: what a task plan meets
             )
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 

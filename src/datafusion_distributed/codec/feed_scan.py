@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..common.display_lists import bracketed_list
 from .scan import file_groups, scan_kind
 from .wire import WireError
 
@@ -56,28 +57,11 @@ def projected_columns(line: str) -> tuple[str, ...] | None:
     """The table columns a scan's projection reads, from the scan's display line
     (`projection=[k, CAST(tag@3 AS Utf8View) as tag]` reads k and tag); None when the scan
     shows no projection or one this cannot read (then every column is read)."""
-    start = line.find("projection=[")
-    if start < 0:
-        return None
-    depth, position = 0, start + len("projection=[")
-    items, current = [], ""
-    for char in line[position:]:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                break
-            depth -= 1
-        if char == "," and depth == 0:
-            items.append(current.strip())
-            current = ""
-        else:
-            current += char
-    else:
-        return None  # no closing bracket: the line was cut
-    items.append(current.strip())
+    items = bracketed_list(line, "projection=[")
+    if items is None:
+        return None  # no projection, or no closing bracket: the line was cut
     columns: list[str] = []
-    for item in filter(None, items):
+    for item in items:
         references = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)@\d+", item)
         if references:
             columns.extend(references)

@@ -30,10 +30,11 @@ from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failur
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
-from ..protocol.flight import draining_worker
+from ..protocol.flight import draining_worker, lost_worker
 from ..protocol.messages import FeedTask, RunTask, TaskResult
 from ..work_unit_feed.reading import scan_fields
 from .cancellation import POLL_SECONDS
+from .empty_builds import NOT_RUN, ProbeHolds
 from .head import WORKER_ERRORS, HeadStage
 from .object_store_writes import staged_write
 from .run_state import RunState
@@ -78,6 +79,7 @@ class QueryRun:
         self._unfinished: list[Future] = []  # task calls still running when the stages stopped
         self._adapted_ids: set[int] = set()  # stages re-planned from their inputs' sizes (once each)
         self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
+        self.probes = ProbeHolds()  # failures of probe stages a join may never have needed
         # second attempts of stragglers, checked on every turn of `run_stages`
         self.speculation = Speculation(
             self.state, self.tasks_run, self._submit, self._worker_for, self._given_up
@@ -263,6 +265,9 @@ class QueryRun:
                     try:
                         result = future.result()
                     except WORKER_ERRORS as exc:
+                        if self._holds(stage, exc):
+                            self.probes.hold(stage.id, exc)  # decided once the build side is known
+                            continue
                         running[self._retry_task(stage, index, worker, exc, attempts)] = (stage, index)
                         continue
                     units = 0
@@ -275,6 +280,7 @@ class QueryRun:
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
+                self._skip_unneeded_probes(waiting, running, partial)
                 for future, (stage, index) in list(running.items()):
                     worker = self.state.placement[stage.id][index]
                     watched = future.done() or self.speculation.racing(future)  # a race watches its own
@@ -289,6 +295,37 @@ class QueryRun:
             # stops the tasks still running; their calls end then, and only a write waits for
             # them, so that no file is staged after its staging folder is deleted.
             self._unfinished.extend(running)
+
+    def _holds(self, stage: Stage, exc: BaseException) -> bool:
+        """Whether the failure `exc` of a task of `stage` (its own error, not a lost or
+        draining worker) waits: DataFusion may never run the stage (see `empty_builds`)."""
+        return (
+            lost_worker(exc) is None
+            and draining_worker(exc) is None
+            and self.probes.may_hold(self.state.plan, stage.id, self.state.results)
+        )
+
+    def _skip_unneeded_probes(
+        self,
+        waiting: list[int],
+        running: dict[Future, tuple[Stage, int]],
+        partial: dict[int, list[TaskResult | None]],
+    ) -> None:
+        """Stop running the probe stages of joins whose build side was written empty (or
+        raise the held failure of one whose build side holds rows): they count as written,
+        with no row, and their consumers read nothing in their place."""
+        for stage_id in self.probes.settle(self.state.plan, self.state.results):
+            if stage_id in waiting:
+                waiting.remove(stage_id)
+            for future in [f for f, (stage, _) in running.items() if stage.id == stage_id]:
+                del running[future]
+                self._unfinished.append(future)  # its output is released with the query
+            partial.pop(stage_id, None)
+            self.tasks_run[stage_id] = ()  # nothing of it to recompute
+            results = self.state.results[stage_id] = [NOT_RUN] * self.state.plan.stage(stage_id).task_count
+            log.info("stage %d not needed: the join reading it has an empty build side", stage_id)
+            if stage_id in self.state.placement:  # started: its end is reported, with no row
+                self.state.events.stage_finished(stage_id, results, 0.0, self.state.placement[stage_id])
 
     def _retry_task(
         self, stage: Stage, index: int, worker: str, exc: BaseException, attempts: dict[tuple[int, int], int]

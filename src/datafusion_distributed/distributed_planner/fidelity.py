@@ -23,6 +23,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import file_groups, scan_kind
 from ..common.errors import first_line
 from ..execution_plans.plan_node import PlanNode
+from .repeated_casts import without_repeated_casts
 
 _WINDOW = r"(?:BoundedWindowAggExec|WindowAggExec):"
 
@@ -170,13 +171,35 @@ def _comparable(display: str) -> list[str]:
     return [PERFORMANCE_ONLY.sub("", line) for line in display.splitlines()]
 
 
-def round_trip_difference(plan: ExecutionPlan, raw: bytes, session: SessionContext) -> str | None:
-    """How the plan decoded from `raw` (the bytes of `plan`) differs from `plan`, or None."""
+# How DataFusion says a plan names a function the decoding session cannot rebuild: a compiled
+# (FFI) function registered on the user's context, which travels by name only.
+_NEEDS_CODEC = re.compile(r"PhysicalExtensionCodec is not provided for (?P<what>.+)$")
+
+
+def round_trip_difference(
+    plan: ExecutionPlan, raw: bytes, session: SessionContext, worker_session: SessionContext | None = None
+) -> str | None:
+    """How the plan decoded from `raw` (the bytes of `plan`) differs from `plan`, or None.
+    Decoded in `worker_session`, a session built as the workers' are, when given: a function
+    only the user's `session` knows is found there; a plan that fails there for another cause
+    (an object store only `session` has, which the planner checks itself) is decoded in
+    `session`."""
     try:
-        decoded = ExecutionPlan.from_bytes(session, raw)
+        decoded = ExecutionPlan.from_bytes(worker_session or session, raw)
     except Exception as exc:  # DataFusion raises plain Exception
-        return f"DataFusion cannot rebuild the plan from its own bytes: {first_line(str(exc))}"
-    before, after = _comparable(plan.display_indent()), _comparable(decoded.display_indent())
+        message = first_line(str(exc))
+        needs_codec = _NEEDS_CODEC.search(message)
+        if needs_codec is not None:
+            return (
+                f"{needs_codec['what']} is registered on this context only (a compiled function, "
+                "which travels by name): workers cannot rebuild it. Register it on the workers "
+                "too, with a session_builder given to DistributedContext and to the workers"
+            )
+        if worker_session is not None:
+            return round_trip_difference(plan, raw, session)
+        return f"DataFusion cannot rebuild the plan from its own bytes: {message}"
+    before = _comparable(plan.display_indent())
+    after = without_repeated_casts(_comparable(decoded.display_indent()))
     for old, new in zip(before, after, strict=False):
         if old != new:
             return f"the plan changes when rebuilt from its bytes: {old.strip()!r} becomes {new.strip()!r}"
@@ -186,12 +209,19 @@ def round_trip_difference(plan: ExecutionPlan, raw: bytes, session: SessionConte
 
 
 def travel_blocker(
-    plan: ExecutionPlan, root: PlanNode, session: SessionContext, logical_plan_text: str = ""
+    plan: ExecutionPlan,
+    root: PlanNode,
+    session: SessionContext,
+    logical_plan_text: str = "",
+    worker_session: SessionContext | None = None,
 ) -> str | None:
-    """Why `plan` (snapshot `root`; its logical plan with schemas reads `logical_plan_text`)
-    must not be distributed, or None if it travels faithfully."""
+    """Why `plan` (snapshot `root`, planned in `session`; its logical plan with schemas reads
+    `logical_plan_text`) must not be distributed, or None if it travels faithfully to workers
+    that decode it in sessions like `worker_session` (default `session`)."""
     return (
-        lost_type(logical_plan_text) or lost_construct(root) or round_trip_difference(plan, root.raw, session)
+        lost_type(logical_plan_text)
+        or lost_construct(root)
+        or round_trip_difference(plan, root.raw, session, worker_session)
     )
 
 

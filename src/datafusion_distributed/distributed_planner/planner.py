@@ -236,10 +236,16 @@ def _fold_boundaries(fragment: _Fragment, config: QueryPlanConfig) -> None:
 
 
 def _cut_edges(fragment: _Fragment) -> list[_Edge]:
-    """Boundaries that stay cut in this stage, looking through folded ones."""
+    """Boundaries that stay cut in this stage, looking through folded ones. What a folded
+    boundary's producer read is read whole when the consumer reads that boundary whole (a
+    join's collected side folded back reads all of its inputs in every task)."""
     cut = []
     for edge in fragment.edges:
-        cut.extend(_cut_edges(edge.fragment) if edge.inline else [edge])
+        if not edge.inline:
+            cut.append(edge)
+            continue
+        inner = _cut_edges(edge.fragment)
+        cut.extend(replace(e, whole=True) if edge.whole and not e.whole else e for e in inner)
     return cut
 
 
@@ -498,18 +504,19 @@ def plan_query(
     config: QueryPlanConfig,
     handlers: HandlerChain | None = None,
     logical_plan_text: str = "",
+    worker_session: SessionContext | None = None,
 ) -> DistributedPlan:
     """Cut `plan`, planned in `session`, into stages, or keep it on one node when it cannot
-    travel faithfully as bytes (see `fidelity`; `logical_plan_text` is the query's logical plan
-    with its schemas). Either way the result keeps the in-memory plan, which a plan of one task
-    runs from."""
+    travel faithfully as bytes to workers decoding it in sessions like `worker_session` (see
+    `fidelity`; `logical_plan_text` is the query's logical plan with its schemas). Either way
+    the result keeps the in-memory plan, which a plan of one task runs from."""
     try:
         root = PlanNode.from_plan(plan)
     except Exception:  # DataFusion raises plain Exception
         return _kept_on_one_node(plan, session, unserialisable(plan))
     stages = plan_stages(root, config, handlers)
     if stages.is_distributed:
-        blocker = travel_blocker(plan, root, session, logical_plan_text)
+        blocker = travel_blocker(plan, root, session, logical_plan_text, worker_session)
         if blocker is not None:
             return _kept_on_one_node(plan, session, blocker)
     return replace(stages, physical=plan, session=session)

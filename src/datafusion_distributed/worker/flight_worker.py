@@ -294,7 +294,7 @@ class FlightWorker(flight.FlightServerBase):
             if chunk.data is not None:
                 yield chunk.data
 
-    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.GeneratorStream:
+    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.RecordBatchStream:
         """Stream the batches of the task output file `ticket` names, from this worker's spool."""
         path = self._output_path(ticket.ticket)
         try:
@@ -302,7 +302,10 @@ class FlightWorker(flight.FlightServerBase):
         except (OSError, pa.ArrowException) as exc:  # a clear error, never a worker traceback
             raise flight.FlightServerError(f"could not read output file: {exc}") from exc
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        return flight.GeneratorStream(reader.schema, self.served.streamed(batches))
+        # a reader's stream sends dictionaries (and their deltas) ahead of the batches that use
+        # them; a generator's sends none, which a reader of a dictionary column refuses
+        served = pa.RecordBatchReader.from_batches(reader.schema, self.served.streamed(batches))
+        return flight.RecordBatchStream(served)
 
     # -- work ----------------------------------------------------------------------------
     def health(self) -> dict[str, str | int]:
