@@ -40,6 +40,56 @@ def test_an_invalid_setting_fails_when_the_config_is_made(name, value):
         DistributedConfig(**{name: value})
 
 
+WRONG_TYPES = {
+    "partitions_per_task": ("4", "an integer"),
+    "max_tasks_per_stage": (2.5, "an integer"),
+    "cardinality_factor": ("1.0", "a number"),
+    "adaptive": (1, "True or False"),
+    "query_timeout": ("10", r"a number \(or None\)"),
+    "compression": (4, r"a string \(or None\)"),
+    "bytes_per_partition": ("lots", "a byte count such as 1048576 or 64MiB"),
+    "liveness_timeout": (True, "a number"),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"), [(n, *v) for n, v in WRONG_TYPES.items()], ids=WRONG_TYPES
+)
+def test_a_value_of_another_type_is_refused_naming_the_setting(name, value, rule):
+    """Once `TypeError: '>=' not supported between 'str' and 'int'`, naming no setting, or
+    (2.5 tasks) accepted."""
+    with pytest.raises(ValueError, match=f"^{name} must be {rule}, got {value!r}$"):
+        DistributedConfig(**{name: value})
+
+
+def test_numpy_numbers_are_numbers():
+    numpy = pytest.importorskip("numpy")
+    config = DistributedConfig(partitions_per_task=numpy.int64(3), skew_factor=numpy.float32(2))
+    assert config.partitions_per_task == 3
+
+
+def test_byte_sizes_read_the_same_in_python_sql_and_on_the_command_line():
+    from datafusion_distributed.api.settings import parse_value
+    from datafusion_distributed.cli.settings import parse_bytes
+
+    assert DistributedConfig(bytes_per_partition="64MiB").bytes_per_partition == 64 * MiB
+    assert DistributedConfig(memory_table_inline_bytes="1.5k").memory_table_inline_bytes == 1536
+    assert parse_value("bytes_per_partition", "64MiB") == parse_bytes("64MiB") == 64 * MiB
+    ctx = SessionContext()
+    with DistributedContext(ctx) as dctx:
+        dctx.sql("SET distributed.skew_min_bytes = '2GiB'")
+        assert dctx.config.skew_min_bytes == 2 << 30
+
+
+def test_an_unknown_name_suggests_the_nearest_setting():
+    with pytest.raises(
+        TypeError, match=r"^unknown setting partitons_per_task; did you mean partitions_per_task\?$"
+    ):
+        DistributedConfig(partitons_per_task=4)
+    with pytest.raises(TypeError, match="the settings are: adaptive, "):
+        DistributedConfig(xyzzy=1)
+
+
 def test_defaults_are_the_documented_ones():
     assert repr(DistributedConfig()) == (
         "DistributedConfig(partitions_per_task=2, bytes_per_partition=16777216, cardinality_factor=1.0, "

@@ -63,9 +63,11 @@ def test_a_new_value_is_checked_as_a_new_config_is() -> None:
         with_setting(config, "compression", "gzip")
 
 
-def test_unknown_names_list_the_known_ones() -> None:
+def test_unknown_names_suggest_the_nearest_or_list_the_known_ones() -> None:
+    with pytest.raises(UnknownSetting, match=r"did you mean distributed\.partitions_per_task\?"):
+        with_setting(DistributedConfig(), "partitons_per_task", "4")
     with pytest.raises(UnknownSetting, match="distributed.partitions_per_task") as info:
-        with_setting(DistributedConfig(), "partitions", "4")
+        with_setting(DistributedConfig(), "xyzzy", "4")
     assert all(name in str(info.value) for name in setting_names())
 
 

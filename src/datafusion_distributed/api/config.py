@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, fields
 
-from ..distributed_planner.config import PlanningConfig, require
+from ..distributed_planner.config import PlanningConfig, require, unknown_setting
 from ..protocol.auth import token_from_env
 
 
@@ -73,8 +74,12 @@ class DistributedConfig(PlanningConfig):
             `distributed.queries`, `.stages` and `.tasks` tables (running ones are always
             kept); the oldest go first. At least 1. Default 100.
 
+    Byte sizes take a number or text such as "64MiB" (as `SET distributed.bytes_per_partition =
+    '64MiB'` and the command line's flags do).
+
     Raises:
-        ValueError: a setting is out of range (the message names it).
+        ValueError: a setting is not of its type or out of range (the message names it).
+        TypeError: a name is no setting (the message suggests the nearest).
 
     Examples:
         >>> DistributedConfig(partitions_per_task=4).planner(3).target_partitions
@@ -83,6 +88,12 @@ class DistributedConfig(PlanningConfig):
         Traceback (most recent call last):
         ...
         ValueError: partitions_per_task must be at least 1, got 0
+        >>> DistributedConfig(bytes_per_partition="64MiB").bytes_per_partition
+        67108864
+        >>> DistributedConfig(partitons_per_task=4)
+        Traceback (most recent call last):
+        ...
+        TypeError: unknown setting partitons_per_task; did you mean partitions_per_task?
     """
 
     embedded_workers: int = 2
@@ -142,3 +153,21 @@ class DistributedConfig(PlanningConfig):
         require(self.history_length >= 1, "history_length", "at least 1", self.history_length)
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")
+
+
+def _naming_unknown_settings(init):
+    """`init` (a dataclass's) refusing an unknown keyword with the nearest setting's name,
+    rather than Python's bare "unexpected keyword argument"."""
+
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        known = {f.name for f in fields(type(self))}
+        for name in kwargs:
+            if name not in known:
+                raise TypeError(unknown_setting(name, known))
+        init(self, *args, **kwargs)
+
+    return checked
+
+
+DistributedConfig.__init__ = _naming_unknown_settings(DistributedConfig.__init__)  # type: ignore[method-assign]

@@ -14,6 +14,8 @@ import types
 import typing
 from typing import Any
 
+from ..common.units import parse_bytes
+from ..distributed_planner.config import is_byte_size, unknown_setting
 from .config import DistributedConfig
 from .settings_statements import PREFIX
 
@@ -52,9 +54,7 @@ def check_name(name: str) -> None:
         UnknownSetting: `name` is not a DistributedConfig field.
     """
     if name not in _FIELDS:
-        raise UnknownSetting(
-            f"unknown setting {PREFIX}{name}; the settings are: {', '.join(setting_names())}"
-        )
+        raise UnknownSetting(unknown_setting(name, _FIELDS, PREFIX))
 
 
 def check_changeable(name: str) -> None:
@@ -96,8 +96,8 @@ def parse_bool(text: str) -> bool:
 
 
 def parse_value(name: str, text: str, quoted: bool = False) -> Any:
-    """The value of setting `name` written as `text` in SQL, read by the field's type: a number,
-    a boolean (true/false, on/off, 1/0), a string, or None (`none` or `null`, for the settings
+    """The value of setting `name` written as `text` in SQL, read by the field's type: a number
+    (for a byte size, also with a unit: `64MiB`), a boolean (true/false, on/off, 1/0), a string, or None (`none` or `null`, for the settings
     that take None).
 
     Raises:
@@ -109,6 +109,8 @@ def parse_value(name: str, text: str, quoted: bool = False) -> Any:
         4
         >>> parse_value("query_timeout", "NULL") is None
         True
+        >>> parse_value("bytes_per_partition", "64MiB")
+        67108864
     """
     check_name(name)
     hint = _TYPES[name]
@@ -123,6 +125,13 @@ def parse_value(name: str, text: str, quoted: bool = False) -> Any:
             return parse_bool(text)
         except ValueError:
             raise ValueError(f"{PREFIX}{name} takes true or false, got {text!r}") from None
+    if kind is int and is_byte_size(name) and not text.replace("_", "").strip().isdigit():
+        try:
+            return parse_bytes(text)
+        except ValueError:
+            raise ValueError(
+                f"{PREFIX}{name} takes a byte count such as 1048576 or 64MiB, got {text!r}"
+            ) from None
     if kind in (int, float):
         return _parse_number(name, kind, text)
     return text

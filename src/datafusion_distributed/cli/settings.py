@@ -13,13 +13,12 @@ from typing import Any
 
 from .. import DistributedConfig
 from ..api.settings import parse_bool
+from ..common import units
 
 # Settings with no flag, and why: a command line is visible to every user of the machine.
 WITHOUT_FLAG = {"auth_token": "set DATAFUSION_DISTRIBUTED_TOKEN instead: a command line is visible to others"}
 
 _DEST_PREFIX = "setting_"
-_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}  # fmt: skip
 
 
 def flag_of(name: str) -> str:
@@ -28,17 +27,16 @@ def flag_of(name: str) -> str:
 
 
 def parse_bytes(text: str) -> int:
-    """A byte count, plain or with a binary unit: `1048576`, `64MiB`, `64M`, `1GiB` (1024-based).
+    """A byte count for a flag (see `common.units.parse_bytes`): `1048576`, `64MiB`, `1GiB`.
 
     Examples:
         >>> parse_bytes("64MiB"), parse_bytes("2k"), parse_bytes("100")
         (67108864, 2048, 100)
     """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    unit = match and _BYTE_UNITS.get(match.group(2).lower())
-    if not match or unit is None:
-        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (use e.g. 1048576, 64MiB or 1GiB)")
-    return int(float(match.group(1)) * unit)
+    try:
+        return units.parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def attribute_docs(cls: type) -> dict[str, str]:

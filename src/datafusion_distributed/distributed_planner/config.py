@@ -7,9 +7,71 @@ query is planned for, and says which DataFusion settings that query is planned w
 
 from __future__ import annotations
 
+import difflib
+import numbers
+import types
+import typing
 from dataclasses import dataclass, fields
 
+from ..common.units import parse_bytes
+
 MiB = 1024 * 1024  #: bytes in a mebibyte, for the defaults below
+_KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+
+
+def is_byte_size(name: str) -> bool:
+    """Whether setting `name` is a number of bytes: it then also takes text such as "64MiB"."""
+    return name == "bytes_per_partition" or name.endswith("_bytes")
+
+
+def _accepts(kind: type, value: object) -> bool:
+    """Whether `value` is a `kind` (a NumPy integer is an integer; a boolean is no number)."""
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind in (int, float):
+        return isinstance(value, numbers.Integral if kind is int else numbers.Real)
+    return isinstance(value, kind)
+
+
+def check_types(config: object) -> None:
+    """Check each field of the settings dataclass `config` against its annotation, naming the
+    setting, before any range is checked; a byte size written as text ("64MiB", read by
+    `common.units.parse_bytes`) becomes its number.
+
+    Raises:
+        ValueError: a setting's value is not of its type ("partitions_per_task must be an
+            integer, got '4'").
+    """
+    hints = typing.get_type_hints(type(config))
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, str) and is_byte_size(f.name):
+            try:
+                value = parse_bytes(value)
+            except ValueError:
+                raise ValueError(
+                    f"{f.name} must be a byte count such as 1048576 or 64MiB, got {value!r}"
+                ) from None
+            object.__setattr__(config, f.name, value)  # frozen: set once, while being made
+        hint = hints[f.name]
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if value is None and type(None) in kinds:
+            continue
+        if not any(_accepts(kind, value) for kind in kinds if kind in _KINDS):
+            rule = " or ".join(_KINDS[k] for k in kinds if k in _KINDS)
+            rule += " (or None)" if type(None) in kinds else ""
+            shown = "a value" if f.name == "auth_token" else repr(value)  # a secret is not shown
+            raise ValueError(f"{f.name} must be {rule}, got {shown}")
+
+
+def unknown_setting(name: str, known: typing.Iterable[str], prefix: str = "") -> str:
+    """The message for a setting `name` that is none of `known`: the nearest name, if one is
+    near, else every name."""
+    known = sorted(known)
+    near = difflib.get_close_matches(name, known, n=1)
+    if near:
+        return f"unknown setting {prefix}{name}; did you mean {prefix}{near[0]}?"
+    return f"unknown setting {prefix}{name}; the settings are: {', '.join(prefix + k for k in known)}"
 
 
 def require(valid: bool, name: str, rule: str, value: object) -> None:
@@ -73,7 +135,7 @@ class PlanningConfig:
             `skew_min_bytes` at least 0. Defaults 2.0 and 16 MiB.
 
     Raises:
-        ValueError: a setting is out of range (the message names it).
+        ValueError: a setting is not of its type or out of range (the message names it).
     """
 
     partitions_per_task: int = 2
@@ -92,6 +154,7 @@ class PlanningConfig:
     skew_min_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
+        check_types(self)
         require(self.partitions_per_task >= 1, "partitions_per_task", "at least 1", self.partitions_per_task)
         require(self.bytes_per_partition >= 1, "bytes_per_partition", "at least 1", self.bytes_per_partition)
         require(self.cardinality_factor > 0, "cardinality_factor", "positive", self.cardinality_factor)
