@@ -37,15 +37,27 @@ from .engine import Engine
 from .settings import check_changeable, setting_rows, with_setting
 from .settings_statements import PREFIX, SetSetting, SettingsStatement, ShowSettings, parse_settings_statement
 
-_EXPLAIN_ANALYZE = re.compile(r"^\s*explain\s+analyze\s+(?:(verbose)\s+)?(.*)$", re.IGNORECASE | re.DOTALL)
+# EXPLAIN [ANALYZE] [VERBOSE] <query>; `EXPLAIN FORMAT <format> <query>` is left to DataFusion
+_EXPLAIN = re.compile(
+    r"^\s*explain\s+(?:(analyze)\s+)?(?:(verbose)\s+)?(?!format\s)(.*)$", re.IGNORECASE | re.DOTALL
+)
 
 
-def split_explain_analyze(query: str) -> tuple[str, bool] | None:
-    """(the query, verbose) if `query` is `EXPLAIN ANALYZE [VERBOSE] <query>`, else None."""
-    match = _EXPLAIN_ANALYZE.match(query)
-    if match is None:
-        return None
-    return match.group(2), match.group(1) is not None
+@dataclasses.dataclass(frozen=True)
+class Explain:
+    """An `EXPLAIN [ANALYZE] [VERBOSE] <query>` statement, read from its text."""
+
+    query: str
+    analyze: bool
+    verbose: bool
+
+    @staticmethod
+    def parse(text: str) -> Explain | None:
+        """The statement `text` is, or None when it is no such EXPLAIN."""
+        match = _EXPLAIN.match(text)
+        if match is None:
+            return None
+        return Explain(match.group(3), match.group(1) is not None, match.group(2) is not None)
 
 
 P = ParamSpec("P")
@@ -251,8 +263,11 @@ class DistributedContext:
         `named_params` replace `$name` in the text by a string, or by a table for a DataFrame
         (a DistributedDataFrame too).
 
-        `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns the distributed
-        plan with its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has).
+        `EXPLAIN [VERBOSE] <query>` returns the distributed plan, its stages and tasks, and
+        `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns that plan with
+        its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has).
+        `EXPLAIN FORMAT <format> <query>` is DataFusion's own plan, single-node, as on the
+        wrapped context.
 
         The `distributed` settings namespace changes this context's `config` for the queries
         that follow (see docs/configuration.md): `SET distributed.<name> = <value>`,
@@ -279,13 +294,12 @@ class DistributedContext:
             raise InvalidSetting(str(exc)) from exc
         if statement is not None:
             return self._settings_statement(statement, options, named_params)
-        explained = split_explain_analyze(query)
-        if explained is not None:
-            planned = self.sql(explained[0], options, param_values, **named_params)
-            text = planned.explain_string(analyze=True, verbose=explained[1])
-            return DistributedDataFrame(
-                self, self.ctx.from_pydict({"plan_type": ["Plan with Metrics"], "plan": [text]})
-            )
+        explain = Explain.parse(query)
+        if explain is not None:
+            planned = self.sql(explain.query, options, param_values, **named_params)
+            text = planned.explain_string(analyze=explain.analyze, verbose=explain.verbose)
+            kind = "Plan with Metrics" if explain.analyze else "distributed_plan"
+            return DistributedDataFrame(self, self.ctx.from_pydict({"plan_type": [kind], "plan": [text]}))
         # A DistributedDataFrame given as a table is the DataFusion DataFrame it wraps.
         named = {k: v.df if isinstance(v, DistributedDataFrame) else v for k, v in named_params.items()}
         history_tables = named_tables(query)
