@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         WorkerDraining,
         WorkerError,
         WorkersNotFound,
+        WorkersUnavailable,
         WorkerTimeout,
         WorkerUnreachable,
     )
@@ -60,6 +61,7 @@ _MODULE_OF = {
     "StaticResolver": ".protocol.resolver",
     "WorkerResolver": ".protocol.resolver",
     "WorkersNotFound": ".errors",
+    "WorkersUnavailable": ".errors",
     # Ray is an optional extra, and importing it costs about a second: `RayCluster` is left out
     # of `__all__`, so that `import *` never imports it.
     "RayCluster": ".clusters.ray",
@@ -108,6 +110,7 @@ __all__ = [
     "WorkUnitFeed",
     "WorkerUnreachable",
     "WorkersNotFound",
+    "WorkersUnavailable",
     "__version__",
     "read_units",
 ]

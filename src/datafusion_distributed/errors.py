@@ -127,5 +127,19 @@ class WorkerDraining(WorkerError):
     worker: the outputs it holds stay readable until its queries release them."""
 
 
+class WorkersUnavailable(QueryFailed, ConnectionError):
+    """Workers given by URL did not answer the health call made before the context's first
+    query: `failures` maps each such URL to what went wrong and what to do."""
+
+    def __init__(self, failures: dict[str, str], total: int):
+        lines = "".join(f"\n  {url}: {why}" for url, why in failures.items())
+        super().__init__(
+            f"{len(failures)} of {total} worker(s) given did not answer before the first query:{lines}"
+            "\nFix the URLs (or start the workers), or pass DistributedConfig(check_workers='warn') "
+            "to start without them"
+        )
+        self.failures = failures
+
+
 class WorkersNotFound(LookupError):
     """A resolver found no worker: its DNS name did not resolve, or resolved to no address."""

@@ -101,7 +101,8 @@ def test_defaults_are_the_documented_ones():
         "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
         "tls_root_certs=None, tls_client_cert=None, tls_client_key=None, feed_host='127.0.0.1', "
         "speculation=False, speculation_factor=2.0, speculation_min_seconds=1.0, "
-        "worker_refresh_seconds=1.0, dashboard_port=None, dashboard_host='127.0.0.1', history_length=100)"
+        "worker_refresh_seconds=1.0, dashboard_port=None, dashboard_host='127.0.0.1', history_length=100, "
+        "check_workers='require')"
     )
 
 

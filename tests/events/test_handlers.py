@@ -175,7 +175,9 @@ def test_unreachable_worker_is_reported(tpch_sf001, cluster):
     recorder = Recorder()
     ctx = SessionContext()
     register_tpch(ctx, tpch_sf001)
-    config = DistributedConfig(bytes_per_partition=1024, connect_timeout=5, auth_token=cluster.auth_token)
+    config = DistributedConfig(
+        bytes_per_partition=1024, connect_timeout=5, auth_token=cluster.auth_token, check_workers="off"
+    )  # the loss is found by the query
     dctx = DistributedContext(ctx, workers=[dead, *cluster.get_urls()], config=config, handlers=[recorder])
     assert len(dctx.sql(QUERY).to_pylist()) == 5
     lost = [e for e in recorder.events if e.kind is EventKind.WORKER_UNREACHABLE]

@@ -70,6 +70,12 @@ class DistributedConfig(PlanningConfig):
         dashboard_host: the address the dashboard listens on. Default "127.0.0.1", reachable
             from this machine only; any other address requires the cluster's token (see
             docs/observability.md).
+        check_workers: what a context given a list of worker URLs does when some of them do
+            not answer the health call it makes before its first query runs (planning alone
+            calls no worker): "require" fails that query with `WorkersUnavailable`, naming each
+            (and why), until they answer; "warn" logs that once and runs without them; "off"
+            only warns, from the background, as for a resolver's workers (see
+            docs/failure-model.md). Default "require".
         history_length: finished queries kept for the dashboard, `on_progress` and the
             `distributed.queries`, `.stages` and `.tasks` tables (running ones are always
             kept); the oldest go first. At least 1. Default 100.
@@ -115,6 +121,7 @@ class DistributedConfig(PlanningConfig):
     dashboard_port: int | None = None
     dashboard_host: str = "127.0.0.1"
     history_length: int = 100
+    check_workers: str = "require"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -151,6 +158,10 @@ class DistributedConfig(PlanningConfig):
             self.dashboard_host,
         )
         require(self.history_length >= 1, "history_length", "at least 1", self.history_length)
+        checks = ("require", "warn", "off")
+        require(
+            self.check_workers in checks, "check_workers", "'require', 'warn' or 'off'", self.check_workers
+        )
         if (self.tls_client_cert is None) != (self.tls_client_key is None):
             raise ValueError("tls_client_cert and tls_client_key must be given together (both or neither)")
 

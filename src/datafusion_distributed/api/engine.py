@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,14 +24,14 @@ from ..coordinator.membership import Membership
 from ..coordinator.scheduler import QueryRun
 from ..coordinator.services import RunOptions, RunServices
 from ..coordinator.stragglers import StragglerRule
-from ..coordinator.worker_check import WorkerCheck
+from ..coordinator.worker_check import WorkerCheck, unanswered
 from ..dashboard.history import QueryHistory
 from ..dashboard.progress import ProgressNotifier
 from ..dashboard.server import Dashboard
 from ..dashboard.workers import WorkerStatus
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
-from ..errors import ContextClosed
+from ..errors import ContextClosed, WorkersUnavailable
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, with_store
 from ..execution_plans.stage import DistributedPlan
@@ -42,6 +43,8 @@ from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_se
 from ..work_unit_feed.service import FeedService
 from .config import DistributedConfig
 from .settings import changed_settings
+
+log = logging.getLogger("datafusion_distributed.coordinator")
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,16 @@ class Engine:
                 tls_client_key=read_pem(self.config.tls_client_key),
             )
         )
+        # Workers given by URL are checked before the first query runs (see `check_workers`;
+        # planning alone calls no worker), those of a resolver in the background by the first
+        # query that calls none of them; a cluster the library started (it has its own token)
+        # started its workers itself.
+        checked_at_start = isinstance(workers, (list, tuple)) and self.config.check_workers != "off"
+        self._given_unchecked = checked_at_start  # checked before the first query runs
+        self._given_check_lock = threading.Lock()
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
-        # Workers given by the user are checked at the first query that calls none of them; a
-        # cluster the library started (it has its own token) started its workers itself.
-        self._worker_check = None if getattr(self.resolver, "auth_token", None) else WorkerCheck(self.clients)
+        started_here = getattr(self.resolver, "auth_token", None) is not None
+        self._worker_check = None if checked_at_start or started_here else WorkerCheck(self.clients)
         # (key, planning session, the settings its tasks carry), made again when the key changes
         self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
         self._planning_lock = threading.Lock()
@@ -253,6 +262,7 @@ class Engine:
             self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools(), self.membership
         )
         workers = self.workers()
+        self._check_given_workers()
         if self._worker_check is not None and not planned.plan.is_distributed:
             self._worker_check.start(workers)  # in the background, the first time only
         return QueryRun(planned.plan, workers, services, planned.options, handlers)
@@ -268,6 +278,20 @@ class Engine:
     def closed(self) -> bool:
         """Whether `close()` was called: queries then raise `ContextClosed`."""
         return self._closed
+
+    def _check_given_workers(self) -> None:
+        """Ask each worker given by URL for its health, before the context's first query runs
+        (again at the next query while any fails): see `check_workers`."""
+        with self._given_check_lock:
+            if not self._given_unchecked:
+                return
+            urls = self.resolver.get_urls()
+            failures = unanswered(self.clients, urls)
+            if failures and self.config.check_workers == "require":
+                raise WorkersUnavailable(failures, len(urls))
+            self._given_unchecked = False
+            if failures:  # started degraded, as asked
+                log.warning("%s", str(WorkersUnavailable(failures, len(urls))).rsplit("\n", 1)[0])
 
     def close(self) -> None:
         """Stop the embedded cluster (if any) and close connections to workers; later queries

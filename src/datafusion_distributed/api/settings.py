@@ -29,6 +29,7 @@ FIXED = {
     "dashboard_port": "the dashboard starts with the context",
     "dashboard_host": "the dashboard starts with the context",
     "feed_host": "the feed service listens there from the context's first query reading a feed",
+    "check_workers": "the workers given are checked once, before the context's first query",
 }
 SECRET = "auth_token"  # shown as set or unset, never its value
 

@@ -1,10 +1,13 @@
-"""A one-time check that the given workers answer and accept the token.
+"""Checks that the given workers answer and accept the token.
 
 A query of one task runs in the coordinator and calls no worker, so a wrong token or a dead
-worker URL would go unnoticed until the first query large enough to be distributed. The first
-query that stays on the coordinator therefore asks each worker for its health, in background
-threads (the query does not wait), each call bounded by `connect_timeout`; each failure is
-logged once, as a warning naming the worker, the cause and what to do.
+worker URL would go unnoticed until the first query large enough to be distributed. Workers
+given as a list of URLs are therefore asked for their health before the context's first query
+runs (`unanswered`, all at once, each call bounded by `connect_timeout`): a dead one fails it,
+naming the worker, unless the user runs degraded (`check_workers="warn"`). Workers found by a
+resolver are checked by the first query that stays on the coordinator (`WorkerCheck`), in
+background threads (the query does not wait); each failure is logged once, as a warning
+naming the worker, the cause and what to do.
 """
 
 from __future__ import annotations
@@ -34,6 +37,30 @@ def advice(exc: Exception) -> str:
     if isinstance(exc, WorkerUnreachable):
         return "it is unreachable: check that it runs and that its URL is right"
     return "check its setup (TLS, version)"
+
+
+def unanswered(clients: ClientPool, urls: Sequence[str]) -> dict[str, str]:
+    """Each of `urls` whose health call fails, with what went wrong and what to do: all of
+    them asked at once, each bounded by the clients' `connect_timeout`."""
+    failures: dict[str, str] = {}
+
+    def check(url: str) -> None:
+        try:
+            clients.get(url).health()
+        except Exception as exc:  # whatever the call meets is reported, never raised here
+            detail = str(exc)
+            for named in (f"worker {url} is unreachable: ", f"worker {url}: ", f"worker {url} "):
+                if detail.startswith(named):
+                    detail = detail.removeprefix(named)
+                    break
+            failures[url] = f"{advice(exc)} ({detail})"
+
+    threads = [threading.Thread(target=check, args=(url,), name=f"worker-check {url}") for url in urls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {url: failures[url] for url in urls if url in failures}
 
 
 class WorkerCheck:
