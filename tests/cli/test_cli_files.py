@@ -98,3 +98,16 @@ def test_setting_flags_shape_the_plan(data, run_cli):
     assert stages("--bytes-per-partition", "1")[-1] == "tasks=2 partitions=4"
     assert stages("--bytes-per-partition", "1", "--partitions-per-task", "3")[-1] == "tasks=2 partitions=6"
     assert stages("--bytes-per-partition", "1", "--max-tasks-per-stage", "1") == ["tasks=1 partitions=1"]
+
+
+def test_files_are_queried_by_path_and_split_across_tasks(data, run_cli):
+    """Once "table not found", even for an existing file; datafusion-cli and DuckDB take a
+    path as a table."""
+    by_path = SUMS.replace("FROM t", f"FROM '{data / 't'}/'")
+    result = run_cli("sql", "--bytes-per-partition", "1", by_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected(data, SUMS)[0].strip()
+    plan = run_cli("sql", "--bytes-per-partition", "1", "--explain", by_path)
+    assert re.search(r"Stage \d+ ── tasks=[2-9]", plan.stdout), plan.stdout
+    missing = run_cli("sql", f"SELECT * FROM '{data / 'nope.parquet'}'")
+    assert missing.returncode != 0 and "nope.parquet' not found" in missing.stderr

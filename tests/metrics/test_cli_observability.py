@@ -17,7 +17,7 @@ def test_analyze_and_explain_analyze(tmp_path, run_cli):
     result = run_cli("sql", f"EXPLAIN ANALYZE {query}", "--table", table)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Query ") and "metrics=[output_rows=3" in result.stdout
-    result = run_cli("sql", query, "--table", table, "--explain", "--format", "mermaid")
+    result = run_cli("sql", query, "--table", table, "--explain", "--plan-format", "mermaid")
     assert result.stdout.startswith("flowchart BT")
     # standard error is a pipe here: the rows are reported, no progress line is drawn
     result = run_cli("sql", query, "--table", table)

@@ -33,11 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of the subcommands; each sets `run` to the function that carries it out."""
     parser = argparse.ArgumentParser(prog="datafusion-distributed", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, ...)")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     add_worker_command(sub)
     add_sql_command(sub)
     add_drain_command(sub)
     return parser
+
+
+def version_line() -> str:
+    """What `--version` prints: this package's version and the DataFusion wheel's."""
+    from importlib.metadata import version
+
+    from ..common.version import __version__
+
+    return f"datafusion-distributed {__version__} (DataFusion {version('datafusion')})"
 
 
 def main(argv: list[str] | None = None) -> int:

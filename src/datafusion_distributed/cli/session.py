@@ -14,6 +14,7 @@ from typing import TextIO
 
 from .. import DistributedContext
 from ..api.dataframe import format_table
+from .formats import DEFAULT_MAXROWS, format_result
 from .statements import Statement, split_statements
 
 TABLE_READERS = {".parquet": "register_parquet", ".csv": "register_csv", ".json": "register_json",
@@ -34,6 +35,8 @@ class ShowOptions:
         analyze: run each query and print its plan with metrics instead of its result.
         verbose: with `analyze`, every metric and every task.
         format: the plan format of `explain`: "text", "graphviz" or "mermaid".
+        results: how results are printed (see `formats.FORMATS`).
+        maxrows: rows a table shows at most (None: all).
     """
 
     timing: bool = True
@@ -41,6 +44,8 @@ class ShowOptions:
     analyze: bool = False
     verbose: bool = False
     format: str = "text"
+    results: str = "automatic"
+    maxrows: int | None = DEFAULT_MAXROWS
 
 
 class SqlSession:
@@ -93,7 +98,7 @@ class SqlSession:
             for row in table.to_pylist():
                 print(row["plan"], file=self.out)
         else:
-            print(format_table(table), file=self.out)
+            print(format_result(table, self.show.results, self.show.maxrows), file=self.out)
         self._report(table.num_rows, started)
 
     def _report(self, rows: int, started: float) -> None:

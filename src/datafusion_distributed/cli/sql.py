@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import DistributedContext
 from ..protocol.resolver import WORKERS_ENV, EnvResolver
+from .formats import DEFAULT_MAXROWS, FORMATS, parse_maxrows
 from .session import ShowOptions, SqlSession
 from .settings import add_setting_flags, config_from_args
 from .shell import Shell, history_path
@@ -32,10 +33,11 @@ def _workers(args: argparse.Namespace) -> list[str] | EnvResolver | None:
 
 def _session_context():
     """The SessionContext statements run in: with information_schema, so SHOW TABLES, SHOW
-    ALL and SHOW <setting> work, as in datafusion-cli."""
+    ALL and SHOW <setting> work, and files queried by path (`SELECT * FROM 'x.parquet'`), as
+    in datafusion-cli."""
     from datafusion import SessionConfig, SessionContext
 
-    return SessionContext(SessionConfig().with_information_schema(True))
+    return SessionContext(SessionConfig().with_information_schema(True)).enable_url_table()
 
 
 def run_sql(args: argparse.Namespace) -> int:
@@ -46,7 +48,14 @@ def run_sql(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise SystemExit(f"error: --file {path!r}: no such file")
     interactive = args.interactive or (not args.file and args.query is None and sys.stdin.isatty())
-    show = ShowOptions(explain=args.explain, analyze=args.analyze, verbose=args.verbose, format=args.format)
+    show = ShowOptions(
+        explain=args.explain,
+        analyze=args.analyze,
+        verbose=args.verbose,
+        format=args.plan_format,
+        results=args.format,
+        maxrows=args.maxrows,
+    )
     # the progress line goes to standard error, and only when that is a terminal
     with DistributedContext(
         _session_context(), _workers(args), config=config, progress=args.progress
@@ -105,7 +114,23 @@ def add_sql_command(sub: argparse._SubParsersAction) -> None:
     )
     sql.add_argument("--verbose", action="store_true", help="with --analyze: every metric and every task")
     sql.add_argument(
-        "--format", choices=["text", "graphviz", "mermaid"], default="text", help="plan format of --explain"
+        "--format",
+        choices=FORMATS,
+        default="automatic",
+        help="how results are printed (automatic: a table), as datafusion-cli's --format",
+    )
+    sql.add_argument(
+        "--maxrows",
+        type=parse_maxrows,
+        default=DEFAULT_MAXROWS,
+        metavar="N|inf",
+        help=f"rows a table shows at most (default {DEFAULT_MAXROWS}; inf: all)",
+    )
+    sql.add_argument(
+        "--plan-format",
+        choices=["text", "graphviz", "mermaid"],
+        default="text",
+        help="plan format of --explain and --analyze",
     )
     sql.add_argument(
         "--no-progress",
