@@ -81,6 +81,18 @@ class ResultStreamLost(QueryFailed):
         self.delivered = delivered
 
 
+def said_all(exc: BaseException) -> bool:
+    """Whether `exc`'s message says all a user needs: an error DataFusion raised (a plain
+    Exception or ValueError, or a panic), or a worker relayed, or one of this library's query
+    failures. Raised on as QueryFailed without it chained, so that a mistyped column shows
+    DataFusion's message, not the library's frames; anything else (a bug) keeps its chain."""
+    return (
+        type(exc) in (Exception, ValueError)
+        or isinstance(exc, (QueryFailed, WorkerError))
+        or is_datafusion_panic(exc)
+    )
+
+
 def as_query_failure(exc: BaseException) -> BaseException:
     """What a query that stopped with `exc` raises: QueryFailed for an error of the query
     (DataFusion's, raised in this process, or a panic inside it); cancellations and Python's own

@@ -21,7 +21,7 @@ from ..coordinator.liveness import LivenessMonitor
 from ..dashboard.history import Progress
 from ..dashboard.tables import SCHEMA as HISTORY_SCHEMA
 from ..dashboard.tables import named_tables, tables_context
-from ..errors import InvalidSetting, QueryFailed
+from ..errors import InvalidSetting, QueryFailed, said_all
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url
 from ..execution_plans.stage import DistributedPlan
@@ -106,7 +106,7 @@ def _on_ctx_reading(
             return getattr(self.ctx, method.__name__)(*args, **kwargs)
         except Exception as exc:  # DataFusion raises plain Exception
             _raise_if_path_missing(method, args, kwargs, exc)
-            raise QueryFailed.of(exc) from exc
+            raise QueryFailed.of(exc) from (None if said_all(exc) else exc)
 
     on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
     return on_ctx

@@ -23,7 +23,7 @@ from datafusion.dataframe import Compression
 from datafusion.dataframe_formatter import get_formatter
 
 from ..coordinator.scheduler import QueryRun
-from ..errors import QueryFailed
+from ..errors import QueryFailed, said_all
 from ..metrics.analyze import check_explain_format, render_explain
 from .display import Preview, render_error, render_html, render_text
 from .engine import Engine, PlannedQuery
@@ -66,7 +66,7 @@ def made_on(
     try:
         return DistributedDataFrame(engine, make(*args, **kwargs))
     except Exception as exc:  # DataFusion raises plain Exception (or ValueError)
-        raise QueryFailed.of(exc) from exc
+        raise QueryFailed.of(exc) from (None if said_all(exc) else exc)
 
 
 def _plain(df: Any) -> Any:

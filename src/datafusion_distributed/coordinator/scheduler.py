@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
 from ..distributed_planner.adaptive import adapt, adapt_request, build_side_of
-from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure
+from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure, said_all
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
@@ -432,9 +432,17 @@ class QueryRun:
             ):
                 failure = FeedFailed.of_feed(self.state.feeds.failure)  # the cause, named, not its echo
             self.state.events.query_failed(failure)
-            if failure is exc:
-                raise
-            raise failure from exc
+            log.debug("query %s failed", self.state.query_id, exc_info=exc)  # the whole chain
+            if failure is not exc:
+                raise failure from (None if said_all(exc) else exc)
+            if (
+                isinstance(failure, QueryFailed)
+                and failure.__cause__ is not None
+                and said_all(failure.__cause__)
+            ):
+                # a task's error, relayed: its message says it all, without the frames that relayed it
+                raise failure.with_traceback(None) from None
+            raise
         finally:
             if self.state.feeds is not None:
                 self.state.services.feeds.finish(self.state.feeds)  # stops the providers

@@ -20,7 +20,7 @@ from datafusion.plan import LogicalPlan
 from ..codec import scan_kind
 from ..codec.feed_scan import FEED_FILE_PREFIX
 from ..codec.scan import object_store_url
-from ..errors import QueryFailed
+from ..errors import QueryFailed, said_all
 from ..execution_plans.object_stores import ObjectStores, bucket_of
 from ..execution_plans.stage import DistributedPlan
 from .planner import single_node_plan
@@ -144,6 +144,6 @@ def choose_plan(
                 if not plan.single_node:  # one task, not kept here for travelling unfaithfully
                     plan = dataclasses.replace(plan, physical=with_yield_points(plan.physical, ctx, logical))
     except Exception as exc:  # DataFusion raises plain Exception
-        raise QueryFailed.of(exc) from exc
+        raise QueryFailed.of(exc) from (None if said_all(exc) else exc)
     check_feed_reads(plan)
     return plan
