@@ -15,6 +15,7 @@ import math
 import statistics
 
 from ..common.dealing import deal
+from ..common.units import format_bytes
 from .handlers import (
     Adaptation,
     AdaptRequest,
@@ -24,6 +25,8 @@ from .handlers import (
     TaskCountRequest,
 )
 
+BY_SCAN = "a task: bytes_per_partition x partitions_per_task"  # how `why` ends when scans decided
+
 
 class ScanSizeTaskCount(DistributedHandler):
     """One task per `bytes_per_partition * partitions_per_task` scanned bytes at leaf stages,
@@ -32,20 +35,27 @@ class ScanSizeTaskCount(DistributedHandler):
     worker (or `max_tasks_per_stage`)."""
 
     def task_count(self, request: TaskCountRequest) -> TaskCount:
-        """Enough tasks for the scanned bytes, and at least the inputs' task counts times the factor."""
+        """Enough tasks for the scanned bytes, and at least the inputs' task counts times the
+        factor; `why` says which decided."""
         config = request.config
-        desired = 1
+        per_task = config.bytes_per_partition * config.partitions_per_task
+        desired, why = 1, "no scan or shuffle to size it by"
         if request.scanned_bytes:
-            desired = math.ceil(
-                request.scanned_bytes / config.bytes_per_partition / config.partitions_per_task
-            )
+            desired = math.ceil(request.scanned_bytes / per_task)
+            why = f"{format_bytes(request.scanned_bytes)} to scan, {format_bytes(per_task)} {BY_SCAN}"
         if request.input_tasks:
-            desired = max(desired, math.ceil(max(request.input_tasks) * config.cardinality_factor))
+            by_inputs = math.ceil(max(request.input_tasks) * config.cardinality_factor)
+            if by_inputs > desired or not request.scanned_bytes:
+                desired, why = by_inputs, f"its largest input stage's {max(request.input_tasks)} task(s)"
+                if config.cardinality_factor != 1:
+                    why += f" x cardinality_factor {config.cardinality_factor:g}"
         if request.feed_tasks:
             # a feed's work is unknown when planning: its units are spread by asking, so one
             # task per worker, unless the feed asks for a number
-            desired = max(desired, *(tasks or request.workers for tasks in request.feed_tasks))
-        return TaskCount(desired=max(1, desired), maximum=config.task_cap)
+            by_feeds = max(tasks or request.workers for tasks in request.feed_tasks)
+            if by_feeds > desired:
+                desired, why = by_feeds, "a work-unit feed: one task per worker, or as the feed asks"
+        return TaskCount(desired=max(1, desired), maximum=config.task_cap, why=why)
 
 
 class RoundRobinRouting(DistributedHandler):

@@ -52,10 +52,11 @@ class TaskCountRequest:
 class TaskCount:
     """A stage's task count: `desired` is a wish (still bounded by `maximum` and by the
     partitions the stage can split); `maximum` is a hard cap (None: the workers, or
-    `max_tasks_per_stage`)."""
+    `max_tasks_per_stage`); `why` says what `desired` comes from, for `explain()`."""
 
     desired: int
     maximum: int | None = None
+    why: str = ""
 
     def __post_init__(self) -> None:
         if self.desired < 1:
