@@ -38,7 +38,9 @@ def test_a_stage_above_shuffles_follows_its_largest_input():
 @pytest.fixture
 def table(tmp_path):
     for i in range(4):
-        pq.write_table(pa.table({"k": [i % 3] * 5000, "v": list(range(5000))}), tmp_path / f"part-{i}.parquet")
+        pq.write_table(
+            pa.table({"k": [i % 3] * 5000, "v": list(range(5000))}), tmp_path / f"part-{i}.parquet"
+        )
     return str(tmp_path)
 
 

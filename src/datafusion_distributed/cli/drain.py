@@ -34,6 +34,7 @@ def run_drain(args: argparse.Namespace) -> int:
         )
     )
     failed = False
+    draining = []  # the workers not drained yet by the time they answered
     try:
         for url in args.urls:
             try:
@@ -42,9 +43,12 @@ def run_drain(args: argparse.Namespace) -> int:
                 print(f"error: could not drain {url}: {exc}", file=sys.stderr)
                 failed = True
                 continue
-            print(f"{url}: {health.get('state', 'draining')}", flush=True)
+            state = health.get("state", "draining")
+            print(f"{url}: {state}", flush=True)
+            if state != "drained":
+                draining.append(url)
         if args.wait and not failed:
-            failed = not _wait_drained(pool, args.urls, args.timeout)
+            failed = not _wait_drained(pool, draining, args.timeout)
     finally:
         pool.close()
     return 1 if failed else 0
