@@ -62,7 +62,9 @@ def probe_skips(plan: DistributedPlan) -> tuple[ProbeSkip, ...]:
         boundaries = {id(inp.boundary_node): inp.producer for inp in stage.inputs if inp.boundary_node}
         for join in _joins(stage.root, boundaries):
             build = _only_inputs(join.children[0], boundaries)
-            probe = [p for p in _inputs_below(join.children[1], boundaries) if p in stage_ids]
+            # stages whose output only this stage reads: no other consumer goes without it
+            below = _inputs_below(join.children[1], boundaries)
+            probe = [p for p in below if p in stage_ids and consumers.get(p) == {stage.id}]
             if not build or not probe or set(build) & set(probe):
                 continue
             lineage = _exclusive_lineage(plan, probe, consumers, set(build))
