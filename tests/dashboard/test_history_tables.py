@@ -55,11 +55,13 @@ def test_the_queries_stages_and_tasks_tables_answer_what_ran(dctx, single_node_s
 
 def test_the_workers_table_has_each_worker_and_its_load(dctx):
     workers = dctx.sql(
-        "SELECT url, health, running_tasks, spool_bytes, memory_bytes FROM distributed.workers"
+        "SELECT url, health, running_tasks, spool_bytes, memory_bytes, in_process FROM distributed.workers"
     )
     rows = sorted(workers.to_pylist(), key=lambda r: r["url"])
     assert [r["url"] for r in rows] == sorted(dctx.workers())
     assert all(r["health"] == "ok" and r["running_tasks"] == 0 and r["memory_bytes"] > 0 for r in rows)
+    # the embedded cluster's workers share this process, and its memory: the table says so
+    assert all(r["in_process"] for r in rows)
     assert all(r["spool_bytes"] is not None for r in rows)
 
 

@@ -33,6 +33,7 @@ def test_a_frozen_worker_shows_as_not_answering_then_answers_again():
             states = {s.url: s for s in status.states()}
             assert states[frozen].health == "not answering" and states[running].health == "ok"
             assert states[running].memory_bytes > 0 and states[running].worker_running_tasks == 0
+            assert not states[running].in_process  # a process of its own: its own memory
 
             deadline = time.monotonic() + WAIT  # the page's view: asked without waiting, polled
             shown = None

@@ -92,6 +92,7 @@ COLUMNS: dict[str, pa.Schema] = {
             ("spool_bytes", pa.int64()),
             ("spool_files", pa.int64()),
             ("memory_bytes", pa.int64()),
+            ("in_process", pa.bool_()),
             ("served_bytes", pa.int64()),
             ("version", pa.string()),
             ("lost_at", _TIME),

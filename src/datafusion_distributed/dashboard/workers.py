@@ -8,6 +8,7 @@ for `wait_seconds` at most: a frozen worker shows as not answering, and never ho
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,8 @@ class WorkerState:
     "unreachable" or "error" (the call failed: `error` says how), or "lost" (a query's liveness
     probes gave up on it);
     `running_tasks` counts the task attempts the coordinator has running there; the rest comes
-    from the worker's `health` answer (None when it did not answer)."""
+    from the worker's `health` answer (None when it did not answer); `in_process` says the
+    worker runs in this process (the embedded cluster), so its memory is the whole process's."""
 
     url: str
     health: str
@@ -41,6 +43,7 @@ class WorkerState:
     spool_bytes: int | None = None
     spool_files: int | None = None
     memory_bytes: int | None = None
+    in_process: bool = False  # an embedded worker: its memory is this process's, shared
     served_bytes: int | None = None
     version: str | None = None
     lost_at: float | None = None
@@ -146,6 +149,7 @@ class WorkerStatus:
             spool_bytes=_int(answer.get("spool_bytes")),
             spool_files=_int(answer.get("spool_files")),
             memory_bytes=_int(answer.get("memory_bytes")),
+            in_process=answer.get("pid") == os.getpid(),
             served_bytes=(_int(answer.get("served_file_bytes")) or 0)
             + (_int(answer.get("served_stream_bytes")) or 0),
             version=str(answer.get("version", "")) or None,

@@ -314,7 +314,7 @@ class FlightWorker(flight.FlightServerBase):
         copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`);
         its drain `state` ("serving", "draining" or "drained"); and its load now:
         `running_tasks`, `held_queries` (queries whose outputs it holds), `spool_bytes` (outputs
-        and fetched inputs of its queries) and `memory_bytes` (its process's resident memory)."""
+        and fetched inputs of its queries), `memory_bytes` (its process's resident memory) and `pid`."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
@@ -325,6 +325,7 @@ class FlightWorker(flight.FlightServerBase):
             **self._drain.report(),
             "spool_bytes": self.spool.used_bytes(),
             "memory_bytes": resident_bytes(),
+            "pid": os.getpid(),  # the dashboard tells workers in its own process by it
         }
 
     # -- drain ---------------------------------------------------------------------------

@@ -235,7 +235,7 @@ function renderWorkers(data) {
     <td class="num">${w.running_tasks}</td>
     <td class="num">${bytes(w.spool_bytes)}</td>
     <td class="num hide-small">${count(w.spool_files)}</td>
-    <td class="num">${bytes(w.memory_bytes)}</td>
+    <td class="num">${w.in_process ? `${bytes(w.memory_bytes)}<div class="note">this process, shared</div>` : bytes(w.memory_bytes)}</td>
     <td class="num">${bytes(w.served_bytes)}</td>
     <td class="num hide-small">${w.lost_at ? clock(w.lost_at) : "–"}</td>
     <td class="num hide-small">${clock(w.checked_at)}</td></tr>`).join("");
