@@ -78,7 +78,7 @@ def test_stages_re_planned_are_counted_and_one_run_inside_another_leaves_the_tot
     folded = AdaptiveDecision(stage=1, planned_tasks=2, tasks=0, input_bytes=10, input_rows=1, folded_into=2)
     for decision in (fewer, folded):
         progress.update(Event(EventKind.STAGE_ADAPTED, "q", stage=decision.stage, metrics=decision))
-    assert progress.text().startswith("stages 0/2 (2 re-planned) · ")
+    assert progress.text().startswith("stages 0/2 (3 planned, 1 folded, 2 re-planned) · ")
 
 
 @pytest.mark.parametrize(

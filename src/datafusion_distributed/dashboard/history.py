@@ -109,6 +109,11 @@ class QueryRecord:
         return sum(1 for s in self.stages.values() if s.state != "folded")
 
     @property
+    def stages_folded(self) -> int:
+        """Stages planned that run inside another stage instead (adaptive execution)."""
+        return sum(1 for s in self.stages.values() if s.state == "folded")
+
+    @property
     def stages_done(self) -> int:
         """Stages finished."""
         return sum(1 for s in self.stages.values() if s.state == "finished")

@@ -34,6 +34,7 @@ def query_row(query: QueryRecord, now: float, sql_chars: int | None = None) -> d
         "seconds": _seconds(query, now),
         "stages_done": query.stages_done,
         "stages_total": query.stages_total,
+        "stages_folded": query.stages_folded,
         "tasks_running": query.tasks_running,
         "tasks_done": query.tasks_done,
         "rows": query.rows,

@@ -51,7 +51,8 @@ class QueryProgress:
 
     def __init__(self, stages: int):
         self.started = time.perf_counter()
-        self.stages = stages
+        self.planned = stages
+        self.folded = 0  # planned stages that run inside another (adaptive execution)
         self.stages_done = 0
         self.adapted = 0  # stages re-planned from their inputs' sizes
         self.tasks_running = 0
@@ -85,11 +86,16 @@ class QueryProgress:
         elif kind is EventKind.STAGE_ADAPTED:
             self.adapted += 1
             if event.metrics is not None and event.metrics.folded_into is not None:
-                self.stages -= 1  # it runs inside another stage: it never finishes on its own
+                self.folded += 1  # it runs inside another stage: it never finishes on its own
         elif kind in (EventKind.QUERY_FINISHED, EventKind.QUERY_FAILED):
             self.seconds = time.perf_counter() - self.started
             self.outcome = outcome_of(event.error if kind is EventKind.QUERY_FAILED else None)
             self.finished = True
+
+    @property
+    def stages(self) -> int:
+        """Stages that run on their own: those planned, but for those folded into another."""
+        return self.planned - self.folded
 
     def text(self) -> str:
         """The progress line as it stands now; once the query ended, its last line."""
@@ -101,9 +107,13 @@ class QueryProgress:
             tasks = f"tasks {self.tasks_running} running, {self.tasks_done} done{failed}"
             elapsed = format_seconds(time.perf_counter() - self.started)
         units = f"{self.units:,} feed units · " if self.units else ""
-        adapted = f" ({self.adapted} re-planned)" if self.adapted else ""
+        notes = (
+            [f"{self.planned} planned", f"{self.folded} folded"] if self.folded else []
+        )  # from what it shrank
+        notes += [f"{self.adapted} re-planned"] if self.adapted else []
+        stages = f"{self.stages_done}/{self.stages}" + (f" ({', '.join(notes)})" if notes else "")
         line = (
-            f"stages {self.stages_done}/{self.stages}{adapted} · {tasks} · {units}{self.rows:,} rows · "
+            f"stages {stages} · {tasks} · {units}{self.rows:,} rows · "
             f"{format_bytes(self.bytes)} shuffled · {elapsed}"
         )
         return f"{line} · {self.outcome}" if self.finished else line

@@ -72,7 +72,7 @@ function renderQueries(data) {
       <td class="sql" title="${esc(q.sql)}">${esc(preview(q.sql))}</td>
       <td class="num hide-small">${clock(q.started)}</td>
       <td class="num">${seconds(q.seconds)}</td>
-      <td class="num">${q.stages_done}/${q.stages_total}</td>
+      <td class="num">${stageCount(q)}</td>
       <td class="num">${count(q.rows)}</td>
       <td class="num hide-small">${bytes(q.bytes_exchanged)}</td>
       <td class="error hide-small">${esc(q.error.split("\n")[0].slice(0, 160))}</td>
@@ -214,7 +214,7 @@ function renderQuery(q) {
     <div class="facts">
       <div><span>started</span><b>${clock(q.started)}</b></div>
       <div><span>time</span><b>${seconds(q.seconds)}</b></div>
-      <div><span>stages</span><b id="stages-done">${q.stages_done}/${q.stages_total}</b></div>
+      <div><span>stages</span><b id="stages-done">${stageCount(q)}</b></div>
       <div><span>tasks running</span><b>${q.tasks_running}</b></div>
       <div><span>tasks done</span><b>${q.tasks_done}</b></div>
       <div><span>result rows</span><b>${count(q.rows)}</b></div>
@@ -226,6 +226,12 @@ function renderQuery(q) {
     ${notes.length ? `<ul class="notes">${notes.map((n) => `<li>${n}</li>`).join("")}</ul>` : ""}
     <h2>Tasks</h2>${renderTasks(q)}
     ${q.explain ? `<h2>explain(analyze=True)</h2><pre id="explain">${esc(q.explain)}</pre>` : ""}`;
+}
+
+// stages done of those that run, and how many planned ones run inside another (folded)
+function stageCount(q) {
+  if (!q.stages_folded) return `${q.stages_done}/${q.stages_total}`;
+  return `${q.stages_done}/${q.stages_total} (${q.stages_total + q.stages_folded} planned, ${q.stages_folded} folded)`;
 }
 
 // -- workers ---------------------------------------------------------------------------------
