@@ -305,6 +305,7 @@ class Engine:
         if self._worker_check is not None:
             self._worker_check.stop()
         self.feeds.close()
+        self.liveness.quarantine.close()
         self.clients.close()
         if self._cluster is not None:
             self._cluster.close()

@@ -26,6 +26,7 @@ from ..common.threads import kept_threads
 from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
 from ..protocol.flight import ClientPool
 from .draining import DrainingWorkers
+from .quarantine import WorkerQuarantine
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -54,6 +55,7 @@ class LivenessMonitor:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.draining = DrainingWorkers()  # workers that said they drain: sent no new task
+        self.quarantine = WorkerQuarantine(clients)  # workers lost by a query: avoided by later ones
 
     def set_timeout(self, timeout: float) -> None:
         """Count a worker lost after `timeout` seconds of silence from now on, probing every

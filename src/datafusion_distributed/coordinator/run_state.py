@@ -73,7 +73,7 @@ class RunState:
         events = QueryCollector(query_id, handlers)
         liveness = services.liveness or LivenessMonitor(services.clients)
         retry = RetryPolicy(
-            options.task_attempts, events, on_lost=functools.partial(liveness.forget, query_id)
+            options.task_attempts, events, on_lost=functools.partial(_lost, liveness, query_id)
         )
         return cls(plan, list(workers), services, options, query_id, events, liveness, retry)
 
@@ -100,12 +100,16 @@ class RunState:
     # -- which workers take tasks -----------------------------------------------------------
     def live_workers(self, exclude: str | None = None) -> list[str]:
         """The workers a task may be sent to now: listed, neither lost in this query nor
-        draining (those found draining are reported, once per query), and not `exclude`."""
+        draining (those found draining are reported, once per query), and not `exclude`; of
+        those, the ones not quarantined by an earlier query, if any."""
         draining = self.liveness.draining.marked()
         for worker in self.workers:
             if worker in draining:
                 self.note_draining(worker)
-        return [w for w in self.workers if w not in self.dead and w not in draining and w != exclude]
+        live = [w for w in self.workers if w not in self.dead and w not in draining and w != exclude]
+        # lost by an earlier query: avoided while others serve (tried when none is left)
+        quarantined = self.liveness.quarantine.marked()
+        return [w for w in live if w not in quarantined] or live
 
     def no_worker_left(self) -> QueryFailed:
         """The error of a query that has no worker left to send a task to."""
@@ -209,3 +213,9 @@ class RunState:
                 yield inp
             else:
                 yield from self._tables_below(inp.producer)
+
+
+def _lost(liveness: LivenessMonitor, query_id: str, worker: str) -> None:
+    """A query found `worker` lost: it stops probing it, and later queries avoid it."""
+    liveness.forget(query_id, worker)
+    liveness.quarantine.add(worker)

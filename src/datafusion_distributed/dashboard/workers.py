@@ -8,6 +8,7 @@ for `wait_seconds` at most: a frozen worker shows as not answering, and never ho
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -30,8 +31,9 @@ class WorkerState:
 
     `health` is "ok", "draining" or "drained" (it answers, and takes no new task: see
     `worker.drain`), "not answering" (no answer within the wait; "checking" before that),
-    "unreachable" or "error" (the call failed: `error` says how), or "lost" (a query's liveness
-    probes gave up on it);
+    "unreachable" or "error" (the call failed: `error` says how), "lost" (a query's liveness
+    probes gave up on it), or "quarantined" (a query lost it, and later queries avoid it until
+    it answers again: see `coordinator.quarantine`);
     `running_tasks` counts the task attempts the coordinator has running there; the rest comes
     from the worker's `health` answer (None when it did not answer); `in_process` says the
     worker runs in this process (the embedded cluster), so its memory is the whole process's."""
@@ -99,7 +101,14 @@ class WorkerStatus:
                         pass
         running = self._history.read(_running_per_worker)
         lost = self._history.lost_workers()
-        return [self._state(url, running.get(url, 0), lost.get(url), wait) for url in urls]
+        quarantined = self._liveness.quarantine.marked()
+        states = [self._state(url, running.get(url, 0), lost.get(url), wait) for url in urls]
+        return [
+            dataclasses.replace(state, health="quarantined")
+            if state.url in quarantined and state.health != "ok"
+            else state
+            for state in states
+        ]
 
     def _ask(self, url: str, now: float) -> Future | None:
         with self._lock:
