@@ -73,7 +73,8 @@ class DistributedConfig(PlanningConfig):
         check_workers: what a context given a list of worker URLs does when some of them do
             not answer the health call it makes before its first query runs (planning alone
             calls no worker): "require" fails that query with `WorkersUnavailable`, naming each
-            (and why), until they answer; "warn" logs that once and runs without them; "off"
+            (and why), until they answer; "warn" logs that once and quarantines them (queries
+            avoid them until they answer: see docs/failure-model.md); "off"
             only warns, from the background, as for a resolver's workers (see
             docs/failure-model.md). Default "require".
         history_length: finished queries kept for the dashboard, `on_progress` and the

@@ -290,8 +290,10 @@ class Engine:
             if failures and self.config.check_workers == "require":
                 raise WorkersUnavailable(failures, len(urls))
             self._given_unchecked = False
-            if failures:  # started degraded, as asked
+            if failures:  # run degraded, as asked: avoided until they answer
                 log.warning("%s", str(WorkersUnavailable(failures, len(urls))).rsplit("\n", 1)[0])
+                for url in failures:
+                    self.liveness.quarantine.add(url)
 
     def close(self) -> None:
         """Stop the embedded cluster (if any) and close connections to workers; later queries
