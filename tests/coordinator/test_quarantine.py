@@ -64,12 +64,15 @@ class Recorder(DistributedHandler):
     def __init__(self):
         self.started: list[str] = []
         self.unreachable: list[str] = []
+        self.quarantine: list[tuple[str, str, str]] = []
 
     def on_event(self, event):
         if event.kind is EventKind.TASK_STARTED:
             self.started.append(event.worker)
         elif event.kind is EventKind.WORKER_UNREACHABLE:
             self.unreachable.append(event.worker)
+        elif event.kind in (EventKind.WORKER_QUARANTINED, EventKind.WORKER_RESTORED):
+            self.quarantine.append((event.kind.value, event.worker, event.query_id))
 
 
 @pytest.fixture
@@ -109,3 +112,4 @@ def test_a_hung_worker_costs_one_query_its_timeout_and_the_next_ones_nothing(tab
             recorder.started.clear()
             assert dctx.sql(SQL).to_pylist() == expected
             assert hung in recorder.started
+            assert recorder.quarantine == [("worker_quarantined", hung, ""), ("worker_restored", hung, "")]

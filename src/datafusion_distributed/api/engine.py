@@ -112,6 +112,7 @@ class Engine:
         self._given_unchecked = checked_at_start  # checked before the first query runs
         self._given_check_lock = threading.Lock()
         self.liveness = LivenessMonitor(self.clients, self.config.liveness_timeout)  # shared by its queries
+        self.liveness.quarantine.notify = self.handlers.notify  # a worker quarantined or restored
         started_here = getattr(self.resolver, "auth_token", None) is not None
         self._worker_check = None if checked_at_start or started_here else WorkerCheck(self.clients)
         # (key, planning session, the settings its tasks carry), made again when the key changes

@@ -6,7 +6,8 @@ logged again by every query, and a hung one does not cost each query `liveness_t
 found again. A thread of its own asks each quarantined worker for its health, first after a
 second and then twice as long each time (at most `MAX_BACKOFF` seconds); the first answer ends
 its quarantine. Only while other workers remain: a query whose every worker is quarantined
-tries them (see `RunState.live_workers`).
+tries them (see `RunState.live_workers`). The context's handlers are told of both
+(`worker_quarantined`, `worker_restored`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..events.handlers import Event, EventKind
 from ..protocol.flight import ClientPool
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -36,8 +39,9 @@ class _Quarantined:
 class WorkerQuarantine:
     """The quarantined workers of one coordinator (every query of a DistributedContext)."""
 
-    def __init__(self, clients: ClientPool) -> None:
+    def __init__(self, clients: ClientPool, notify: Callable[[Event], None] | None = None) -> None:
         self._clients = clients
+        self.notify = notify  # told of each worker quarantined and restored (the context's handlers)
         self._workers: dict[str, _Quarantined] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -47,12 +51,15 @@ class WorkerQuarantine:
         """Quarantine `url` (a query found it lost); asked again from the background."""
         now = time.monotonic()
         with self._lock:
-            if url not in self._workers:
+            added = url not in self._workers
+            if added:
                 self._workers[url] = _Quarantined(now, now + FIRST_BACKOFF, FIRST_BACKOFF)
-                log.warning("worker %s quarantined: later queries avoid it until it answers again", url)
             if self._thread is None and not self._stopped.is_set():
                 self._thread = threading.Thread(target=self._loop, name="worker-quarantine", daemon=True)
                 self._thread.start()
+        if added:
+            log.warning("worker %s quarantined: later queries avoid it until it answers again", url)
+            self._tell(EventKind.WORKER_QUARANTINED, url)
 
     def marked(self) -> set[str]:
         """The workers quarantined now."""
@@ -71,6 +78,11 @@ class WorkerQuarantine:
             released = self._workers.pop(url, None) is not None
         if released:
             log.warning("worker %s answers again: back in service", url)
+            self._tell(EventKind.WORKER_RESTORED, url)
+
+    def _tell(self, kind: EventKind, url: str) -> None:
+        if self.notify is not None:
+            self.notify(Event(kind, "", worker=url))  # the context's, not one query's
 
     def close(self) -> None:
         """Stop asking (the context closes)."""

@@ -215,8 +215,10 @@ class PlanRewriteRequest:
 
 class EventKind(str, enum.Enum):
     """What happened, in an `Event`: a query, stage or task started, finished or failed, a
-    stage was re-planned from its inputs' sizes, a worker was unreachable, or a worker was
-    found draining (it takes no new task; the query routes around it and loses nothing)."""
+    stage was re-planned from its inputs' sizes, a worker was unreachable, a worker was
+    found draining (it takes no new task; the query routes around it and loses nothing), or a
+    lost worker was quarantined for later queries, or restored once it answered (these two
+    belong to the context, not to one query: their `query_id` is "")."""
 
     QUERY_STARTED = "query_started"
     QUERY_FINISHED = "query_finished"
@@ -229,6 +231,8 @@ class EventKind(str, enum.Enum):
     TASK_FAILED = "task_failed"
     WORKER_UNREACHABLE = "worker_unreachable"
     WORKER_DRAINING = "worker_draining"
+    WORKER_QUARANTINED = "worker_quarantined"
+    WORKER_RESTORED = "worker_restored"
 
 
 @dataclass(frozen=True)
