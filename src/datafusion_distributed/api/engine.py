@@ -288,13 +288,16 @@ class Engine:
                 return
             urls = self.resolver.get_urls()
             failures = unanswered(self.clients, urls)
-            if failures and self.config.check_workers == "require":
-                raise WorkersUnavailable(failures, len(urls))
-            self._given_unchecked = False
-            if failures:  # run degraded, as asked: avoided until they answer
-                log.warning("%s", str(WorkersUnavailable(failures, len(urls))).rsplit("\n", 1)[0])
-                for url in failures:
-                    self.liveness.quarantine.add(url)
+            if not failures:
+                self._given_unchecked = False
+                return
+            error = WorkersUnavailable(failures, len(urls))
+            if self.config.check_workers == "require":
+                raise error
+            self._given_unchecked = False  # run degraded, as asked: avoided until they answer
+            log.warning("%s", str(error).rsplit("\n", 1)[0])
+            for url in failures:
+                self.liveness.quarantine.add(url)
 
     def close(self) -> None:
         """Stop the embedded cluster (if any) and close connections to workers; later queries

@@ -98,7 +98,8 @@ def parse_bool(text: str) -> bool:
 
 def parse_value(name: str, text: str, quoted: bool = False) -> Any:
     """The value of setting `name` written as `text` in SQL, read by the field's type: a number
-    (for a byte size, also with a unit: `64MiB`), a boolean (true/false, on/off, 1/0), a string, or None (`none` or `null`, for the settings
+    (for a byte size, also with a unit: `64MiB`), a boolean (true/false, on/off, 1/0), a
+    string, or None (`none` or `null`, for the settings
     that take None).
 
     Raises:
@@ -126,7 +127,7 @@ def parse_value(name: str, text: str, quoted: bool = False) -> Any:
             return parse_bool(text)
         except ValueError:
             raise ValueError(f"{PREFIX}{name} takes true or false, got {text!r}") from None
-    if kind is int and is_byte_size(name) and not text.replace("_", "").strip().isdigit():
+    if kind is int and is_byte_size(name):
         try:
             return parse_bytes(text)
         except ValueError:

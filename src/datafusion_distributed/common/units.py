@@ -30,10 +30,10 @@ def parse_bytes(text: str) -> int:
         ValueError: `text` is not a byte count.
 
     Examples:
-        >>> parse_bytes("64MiB"), parse_bytes("2k"), parse_bytes("100")
-        (67108864, 2048, 100)
+        >>> parse_bytes("64MiB"), parse_bytes("2k"), parse_bytes("1_048_576")
+        (67108864, 2048, 1048576)
     """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text.replace("_", ""))
     unit = match and _BYTE_UNITS.get(match.group(2).lower())
     if not match or unit is None:
         raise ValueError(f"not a byte count: {text!r} (use e.g. 1048576, 64MiB or 1GiB)")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..common.threads import kept_threads
 from ..events.handlers import Event, EventKind
 from ..protocol.flight import ClientPool
 
@@ -30,7 +31,6 @@ _TICK = 0.2  # how often the thread looks for a worker due
 
 @dataclass
 class _Quarantined:
-    since: float
     next_probe: float
     backoff: float
     probing: bool = False
@@ -39,9 +39,10 @@ class _Quarantined:
 class WorkerQuarantine:
     """The quarantined workers of one coordinator (every query of a DistributedContext)."""
 
-    def __init__(self, clients: ClientPool, notify: Callable[[Event], None] | None = None) -> None:
+    def __init__(self, clients: ClientPool) -> None:
         self._clients = clients
-        self.notify = notify  # told of each worker quarantined and restored (the context's handlers)
+        # told of each worker quarantined and restored (a context sets its handlers' notify)
+        self.notify: Callable[[Event], None] | None = None
         self._workers: dict[str, _Quarantined] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -53,7 +54,7 @@ class WorkerQuarantine:
         with self._lock:
             added = url not in self._workers
             if added:
-                self._workers[url] = _Quarantined(now, now + FIRST_BACKOFF, FIRST_BACKOFF)
+                self._workers[url] = _Quarantined(now + FIRST_BACKOFF, FIRST_BACKOFF)
             if self._thread is None and not self._stopped.is_set():
                 self._thread = threading.Thread(target=self._loop, name="worker-quarantine", daemon=True)
                 self._thread.start()
@@ -65,12 +66,6 @@ class WorkerQuarantine:
         """The workers quarantined now."""
         with self._lock:
             return set(self._workers)
-
-    def since(self, url: str) -> float | None:
-        """When (time.monotonic) `url` was quarantined, or None when it is not."""
-        with self._lock:
-            entry = self._workers.get(url)
-        return None if entry is None else entry.since
 
     def release(self, url: str) -> None:
         """End `url`'s quarantine (it answered)."""
@@ -99,9 +94,7 @@ class WorkerQuarantine:
                 for url in due:
                     self._workers[url].probing = True
             for url in due:
-                threading.Thread(
-                    target=self._probe, args=(url,), name=f"quarantine {url}", daemon=True
-                ).start()
+                kept_threads.submit(self._probe, url)
         with self._lock:
             self._thread = None
 

@@ -29,7 +29,6 @@ from ..codec.scan import filter_predicate
 from ..codec.sink import file_sink
 from ..codec.wire import encode_len_field
 from ..events.chain import HandlerChain
-from ..events.defaults import BY_SCAN
 from ..events.handlers import TaskCountRequest
 from ..execution_plans.plan_node import PlanNode, replace_nodes, whole_children
 from ..execution_plans.stage import (
@@ -77,7 +76,7 @@ class _Fragment:
     hazards: list[str] = field(default_factory=list)
     tasks: int = 1
     reason: str = ""
-    sized_by_scan: bool = False  # its own scans' bytes decided its task count (see `_fold_boundaries`)
+    reads_leaves: bool = False  # splits scans or feeds of its own (see `_fold_boundaries`)
     stage_id: int = -1
     table: MemoryScan | None = None  # a memory table the coordinator ships: no stage of its own
     path: tuple[int, ...] = ()  # child indices from the plan's root to `root`
@@ -204,10 +203,10 @@ def _assign_task_counts(fragment: _Fragment, config: QueryPlanConfig, handlers: 
         feed_tasks,
     )
     count, handler = handlers.task_count(request)  # events.defaults.ScanSizeTaskCount unless a user answers
+    fragment.reads_leaves = bool(split_scans or split_feeds)  # sized by its own scans, not inputs
     cap = config.task_cap if count.maximum is None else count.maximum
     fragment.tasks = max(1, min(count.desired, cap, min(units)))
     desired = f"{count.desired} ({count.why})" if count.why else count.desired
-    fragment.sized_by_scan = count.why.endswith(BY_SCAN)
     limits = {"desired": desired, "workers/cap": cap, "splittable partitions": min(units)}
     fragment.reason = ", ".join(f"{k}={v}" for k, v in limits.items())
     if handler in handlers.user:
@@ -229,9 +228,9 @@ def _fold_boundaries(fragment: _Fragment, config: QueryPlanConfig) -> None:
         _fold_boundaries(edge.fragment, config)
         if edge.fragment.tasks == 1 and fragment.tasks == 1:
             edge.inline = True
-            if not fragment.sized_by_scan and edge.fragment.sized_by_scan:
+            if not fragment.reads_leaves and edge.fragment.reads_leaves:
                 # one stage now: its one task is the folded producer's, for the producer's reason
-                fragment.reason, fragment.sized_by_scan = edge.fragment.reason, True
+                fragment.reason, fragment.reads_leaves = edge.fragment.reason, True
         elif (
             edge.whole
             and fragment.tasks > 1

@@ -25,8 +25,6 @@ from .handlers import (
     TaskCountRequest,
 )
 
-BY_SCAN = "a task: bytes_per_partition x partitions_per_task"  # how `why` ends when scans decided
-
 
 class ScanSizeTaskCount(DistributedHandler):
     """One task per `bytes_per_partition * partitions_per_task` scanned bytes at leaf stages,
@@ -42,7 +40,7 @@ class ScanSizeTaskCount(DistributedHandler):
         desired, why = 1, "no scan or shuffle to size it by"
         if request.scanned_bytes:
             desired = math.ceil(request.scanned_bytes / per_task)
-            why = f"{format_bytes(request.scanned_bytes)} to scan, {format_bytes(per_task)} {BY_SCAN}"
+            why = f"{format_bytes(request.scanned_bytes)} to scan, {format_bytes(per_task)} a task: bytes_per_partition x partitions_per_task"
         if request.input_tasks:
             by_inputs = math.ceil(max(request.input_tasks) * config.cardinality_factor)
             if by_inputs > desired or not request.scanned_bytes:

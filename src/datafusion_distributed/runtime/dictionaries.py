@@ -12,12 +12,15 @@ Arrow's writer takes no delta on an empty dictionary, and no index points at tha
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 _Path = tuple[int, ...]
 
 
+@functools.lru_cache(maxsize=1024)  # asked of every column of every batch written
 def has_dictionary(data_type: pa.DataType) -> bool:
     """Whether `data_type` is, or holds at any depth, a dictionary."""
     if pa.types.is_dictionary(data_type):
