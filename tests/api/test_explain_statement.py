@@ -49,6 +49,12 @@ def test_explain_analyze_still_runs_the_query(dctx):
         ("  explain\nverbose SELECT 1", Explain("SELECT 1", False, True)),
         ("EXPLAIN ANALYZE VERBOSE SELECT 1", Explain("SELECT 1", True, True)),
         ("EXPLAIN FORMAT tree SELECT 1", None),
+        (
+            "EXPLAIN WITH t AS (SELECT 1) SELECT * FROM t",
+            Explain("WITH t AS (SELECT 1) SELECT * FROM t", False, False),
+        ),
+        ("EXPLAIN PREPARE p(INT) AS SELECT $1", None),  # DataFusion plans it without preparing it
+        ("EXPLAIN EXECUTE p(1)", None),
         ("SELECT 'EXPLAIN'", None),
     ],
 )
@@ -60,3 +66,11 @@ def test_the_command_line_explains_the_distributed_plan(run_cli):
     result = run_cli("sql", "EXPLAIN SELECT x, count(*) FROM (VALUES (1), (2)) v(x) GROUP BY x")
     assert result.returncode == 0, result.stderr
     assert "Stage 0" in result.stdout and "tasks=" in result.stdout
+
+
+def test_explaining_a_prepare_does_not_prepare_it(dctx):
+    """Once, EXPLAIN PREPARE ran the PREPARE, and the next PREPARE of that name failed."""
+    dctx.sql("EXPLAIN PREPARE twice(INT) AS SELECT $1 + 1").to_pylist()
+    dctx.sql("PREPARE twice(INT) AS SELECT $1 + 1")  # "already exists" when EXPLAIN prepared it
+    assert dctx.sql("EXPLAIN EXECUTE twice(1)").to_pylist()[0]["plan_type"] == "logical_plan"  # DataFusion's
+    assert list(dctx.sql("EXECUTE twice(1)").to_pylist()[0].values()) == [2]

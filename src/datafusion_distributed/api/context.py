@@ -41,6 +41,9 @@ from .settings_statements import PREFIX, SetSetting, SettingsStatement, ShowSett
 _EXPLAIN = re.compile(
     r"^\s*explain\s+(?:(analyze)\s+)?(?:(verbose)\s+)?(?!format\s)(.*)$", re.IGNORECASE | re.DOTALL
 )
+# what a plain EXPLAIN explains distributed: a query. A statement (PREPARE, EXECUTE, CREATE,
+# ...) is explained by DataFusion, which plans it without carrying it out
+_QUERY = re.compile(r"^\s*(?:select|with|values|\()", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,10 @@ class Explain:
         match = _EXPLAIN.match(text)
         if match is None:
             return None
-        return Explain(match.group(3), match.group(1) is not None, match.group(2) is not None)
+        analyze = match.group(1) is not None
+        if not analyze and not _QUERY.match(match.group(3)):
+            return None
+        return Explain(match.group(3), analyze, match.group(2) is not None)
 
 
 P = ParamSpec("P")
@@ -263,7 +269,8 @@ class DistributedContext:
         `named_params` replace `$name` in the text by a string, or by a table for a DataFrame
         (a DistributedDataFrame too).
 
-        `EXPLAIN [VERBOSE] <query>` returns the distributed plan, its stages and tasks, and
+        `EXPLAIN [VERBOSE] <query>` returns the distributed plan, its stages and tasks (of a
+        statement such as PREPARE, DataFusion's own: it is planned, not carried out), and
         `EXPLAIN ANALYZE [VERBOSE] <query>` runs the query at once and returns that plan with
         its metrics (columns plan_type and plan, as DataFusion's EXPLAIN has).
         `EXPLAIN FORMAT <format> <query>` is DataFusion's own plan, single-node, as on the
