@@ -46,6 +46,7 @@ screenshots: $(INSTALLED)
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: $(INSTALLED)
 	$(VENV)/bin/ruff check --fix .

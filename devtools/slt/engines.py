@@ -28,7 +28,7 @@ from datafusion.plan import ExecutionPlan
 
 from datafusion_distributed.api.context import DistributedContext
 from datafusion_distributed.distributed_planner.fidelity import why_kept_on_one_node
-from datafusion_distributed.distributed_planner.planner import bytes_as_sent
+from datafusion_distributed.distributed_planner.series_repair import bytes_as_sent
 from datafusion_distributed.protocol.resolver import WorkerResolver
 from datafusion_distributed.runtime.streaming import stream_partitions
 

@@ -39,7 +39,7 @@ class FeedFailed(QueryFailed):
     (`source` "provider"), or its reader raised on the unit `unit` (`source` "reader"; the
     unit shown by its repr). `feed` is the feed's table name; the message says all three."""
 
-    def __init__(self, message: str, feed: str, source: str, unit: str | None):
+    def __init__(self, message: str, feed: str, source: str, unit: str | None) -> None:
         super().__init__(message)
         self.feed = feed
         self.source = source
@@ -71,7 +71,7 @@ class ResultStreamLost(QueryFailed):
     A loss before the first batch, or while `collect()` and what builds on it gather the whole
     result, is recovered instead."""
 
-    def __init__(self, worker: str, delivered: int):
+    def __init__(self, worker: str, delivered: int) -> None:
         batches = "batch" if delivered == 1 else "batches"
         super().__init__(
             f"the result stream lost worker {worker} after {delivered} {batches} had been delivered; "
@@ -107,7 +107,7 @@ def as_query_failure(exc: BaseException) -> BaseException:
 class WorkerUnreachable(ConnectionError):
     """A worker did not answer (down, wrong address, or timed out)."""
 
-    def __init__(self, url: str, detail: str):
+    def __init__(self, url: str, detail: str) -> None:
         super().__init__(f"worker {url} is unreachable: {detail}")
         self.url = url
 
@@ -115,7 +115,7 @@ class WorkerUnreachable(ConnectionError):
 class WorkerTimeout(TimeoutError):
     """A call to a worker took longer than its deadline (the worker may still be alive)."""
 
-    def __init__(self, url: str, seconds: float):
+    def __init__(self, url: str, seconds: float) -> None:
         super().__init__(f"worker {url} did not answer within {seconds:g}s")
         self.url = url
 
@@ -126,7 +126,7 @@ class WorkerError(RuntimeError):
     `lost_worker` names another worker the task could not reach (to fetch an input), when that
     is why it failed: the worker says so in the error's extra info, not in its text."""
 
-    def __init__(self, url: str, detail: str, lost_worker: str | None = None):
+    def __init__(self, url: str, detail: str, lost_worker: str | None = None) -> None:
         super().__init__(f"worker {url}: {detail}")
         self.url = url
         self.detail = detail
@@ -143,7 +143,7 @@ class WorkersUnavailable(QueryFailed, ConnectionError):
     """Workers given by URL did not answer the health call made before the context's first
     query: `failures` maps each such URL to what went wrong and what to do."""
 
-    def __init__(self, failures: dict[str, str], total: int):
+    def __init__(self, failures: dict[str, str], total: int) -> None:
         lines = "".join(f"\n  {url}: {why}" for url, why in failures.items())
         super().__init__(
             f"{len(failures)} of {total} worker(s) given did not answer before the first query:{lines}"

@@ -19,6 +19,7 @@ from datafusion_distributed import (
     StaticResolver,
 )
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 
 CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=1)
 
@@ -70,6 +71,7 @@ def test_formats_run_distributed_and_match(dctx, single, table):
     df = dctx.sql(sql)
     assert df.distributed_plan().is_distributed
     assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(dctx)
 
 
 def test_python_udf_runs_on_workers(dctx, single):
@@ -80,6 +82,7 @@ def test_python_udf_runs_on_workers(dctx, single):
     df = dctx.sql(sql)
     assert df.distributed_plan().is_distributed
     assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(dctx)
 
 
 class UdfError(Exception):

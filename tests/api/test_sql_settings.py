@@ -11,6 +11,7 @@ from datafusion import SQLOptions
 from datafusion_distributed import DistributedConfig, DistributedContext, QueryFailed
 from datafusion_distributed.api import context, settings, settings_statements
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 
 CONFIG = DistributedConfig(bytes_per_partition=1024)
 QUERY = (
@@ -44,11 +45,13 @@ def test_set_changes_the_next_plan_and_the_answer_stays_single_nodes(dctx, singl
     assert "Hash([l_returnflag@0], 8)" in after
     assert max(stage_partitions(dctx, QUERY)) == 8
     assert_tables_equal(dctx.sql(QUERY).to_arrow_table(), expected)
+    assert_ran_distributed(dctx)
 
     dctx.sql("RESET distributed.partitions_per_task")
     assert dctx.config == CONFIG
     assert "Hash([l_returnflag@0], 4)" in dctx.sql(QUERY).explain_string()
     assert_tables_equal(dctx.sql(QUERY).to_arrow_table(), expected)
+    assert_ran_distributed(dctx)
 
 
 def test_show_lists_the_settings_sorted_without_the_token(dctx) -> None:
@@ -104,6 +107,7 @@ def test_runtime_settings_take_effect_where_they_are_held(dctx, single_node_sf00
     assert (dctx.liveness.timeout, dctx.liveness.interval) == (2.0, 0.5)
     assert dctx.exchange_compression() == "zstd"
     assert_tables_equal(dctx.sql(QUERY).to_arrow_table(), single_node_sf001.sql(QUERY).to_arrow_table())
+    assert_ran_distributed(dctx)
     # the connections opened by that query follow a later change too
     dctx.sql("SET distributed.task_timeout = 80")
     assert {client.settings.task_timeout for client in dctx.clients._clients.values()} == {80.0}
@@ -140,6 +144,7 @@ def test_parameters_as_datafusion_takes_them(dctx, single_node_sf001, query, kwa
     assert_tables_equal(
         dctx.sql(query, **kwargs).to_arrow_table(), single_node_sf001.sql(query, **kwargs).to_arrow_table()
     )
+    assert_ran_distributed(dctx)
 
 
 def test_a_distributed_frame_as_a_named_table(dctx, single_node_sf001) -> None:
@@ -150,6 +155,7 @@ def test_a_distributed_frame_as_a_named_table(dctx, single_node_sf001) -> None:
     )
     result = dctx.sql(query, big=big)
     assert_tables_equal(result.to_arrow_table(), expected.to_arrow_table())
+    assert_ran_distributed(dctx)
     assert result.distributed_plan().is_distributed
 
 

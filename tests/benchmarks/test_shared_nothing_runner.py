@@ -89,6 +89,7 @@ def test_the_delaying_proxy_forwards_every_byte_both_ways(runner):
     assert not proxies.process.is_alive()
 
 
+@pytest.mark.not_a_distributed_run  # the benchmark runner's own check of its answers
 def test_a_tiny_run_without_a_simulated_network(runner, tmp_path, capsys):
     shared_nothing, _ = runner
     out = tmp_path / "result.json"

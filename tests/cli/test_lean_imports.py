@@ -13,6 +13,7 @@ from datafusion import SessionContext, udf
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 # What pyarrow makes of pandas objects, printed by a process: a categorical Series is a
@@ -74,6 +75,7 @@ def test_a_worker_imports_pandas_only_for_a_udf_that_needs_it(tpch_sf001):
         workers = [process.pid for process in cluster.processes]
         assert not any(pandas_loaded(pid) for pid in workers)
         assert_tables_equal(dctx.sql(sql).to_arrow_table(), expected, sql=sql)
+        assert_ran_distributed(dctx)
         assert any(pandas_loaded(pid) for pid in workers)
 
 

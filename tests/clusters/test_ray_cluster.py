@@ -25,6 +25,7 @@ from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.common.allocator import DECOMMIT_VARIABLE
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import FORCED_CONFIG
 from datafusion_distributed.test_utils.recorder import EventRecorder
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
@@ -90,6 +91,7 @@ def test_queries_on_ray_workers_match_single_node_and_close_leaves_nothing(
                 df = dctx.sql(sql)
                 assert len(df.distributed_plan().stages) > 1
                 assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql)
+                assert_ran_distributed(dctx)
     assert not any(os.path.exists(d) for d in cluster.spool_dirs)
     assert ray.is_initialized()  # the Ray this process started is left running
     for actor in cluster.actors:
@@ -280,6 +282,7 @@ def test_scale_adds_workers_mid_query_that_take_tasks_and_drains_those_it_remove
             assert_tables_equal(
                 dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
             )
+            assert_ran_distributed(dctx)
         deadline = time.monotonic() + 60
         while not codes and time.monotonic() < deadline:
             time.sleep(0.1)

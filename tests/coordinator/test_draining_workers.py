@@ -17,6 +17,7 @@ from datafusion_distributed import DistributedContext, FlightWorker
 from datafusion_distributed.coordinator.membership import Membership
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import FORCED_CONFIG
 from datafusion_distributed.test_utils.recorder import EventRecorder
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_query
@@ -58,9 +59,10 @@ def ran_on(recorder: EventRecorder) -> list[str]:
     return [e.worker for e in recorder.events if e.kind is EventKind.TASK_FINISHED]
 
 
-def check(got, single_node):
+def check(got, df, single_node):
     sql = tpch_query(QUERY)
     assert_tables_equal(got, single_node.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
 
 
 def test_a_draining_worker_is_routed_around_at_once_and_nothing_is_rerun(
@@ -71,7 +73,7 @@ def test_a_draining_worker_is_routed_around_at_once_and_nothing_is_rerun(
     recorder = EventRecorder()
     started = time.monotonic()
     got, df = run(tpch_sf001, Workers([w.url for w in workers[:3]]), [recorder])
-    check(got, single_node_sf001)
+    check(got, df, single_node_sf001)
     assert time.monotonic() - started < CONFIG.liveness_timeout  # no timeout waited for
     assert drained.url not in ran_on(recorder)
     (event,) = [e for e in recorder.events if e.kind is EventKind.WORKER_DRAINING]
@@ -109,7 +111,7 @@ def test_the_outputs_of_a_draining_worker_are_fetched_from_it_and_nothing_is_rec
 ):
     drainer, recorder = DrainAfterFirstStage(workers[:3]), EventRecorder()
     got, df = run(tpch_sf001, Workers([w.url for w in workers[:3]]), [drainer, recorder])
-    check(got, single_node_sf001)
+    check(got, df, single_node_sf001)
     drained = drainer.drained
     assert drained is not None and drainer.held_then  # it held outputs the query had not read
     health = drained.health()
@@ -132,8 +134,8 @@ def test_workers_listed_as_a_stage_starts_take_its_tasks(workers, tpch_sf001, si
                 self.at = len(recorder.events)
 
     recorder, scale = EventRecorder(), ScaleUp()
-    got, _ = run(tpch_sf001, resolver, [recorder, scale])
-    check(got, single_node_sf001)
+    got, df = run(tpch_sf001, resolver, [recorder, scale])
+    check(got, df, single_node_sf001)
     before = [e.worker for e in recorder.events[: scale.at] if e.kind is EventKind.TASK_STARTED]
     after = [e.worker for e in recorder.events[scale.at :] if e.kind is EventKind.TASK_STARTED]
     assert not set(before) & set(joined)
@@ -149,8 +151,8 @@ def test_a_stage_whose_resolver_fails_runs_on_the_workers_it_had(workers, tpch_s
             return super().get_urls()
 
     resolver = Failing([w.url for w in workers[:2]])
-    got, _ = run(tpch_sf001, resolver, [])
-    check(got, single_node_sf001)
+    got, df = run(tpch_sf001, resolver, [])
+    check(got, df, single_node_sf001)
     assert resolver.asked > 2
 
 

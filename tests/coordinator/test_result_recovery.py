@@ -23,6 +23,7 @@ from datafusion_distributed.coordinator import head
 from datafusion_distributed.coordinator.head import HeadStage
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.recorder import EventRecorder as Recorder
 from datafusion_distributed.test_utils.tpch import register_tpch
 
@@ -82,12 +83,14 @@ def test_collect_recovers_a_worker_lost_while_the_result_is_gathered(
 ):
     stopped = stop_on_stream(monkeypatch, cluster, call=2)  # after the first file's batches were read
     recorder = Recorder()
-    got = context(cluster, tpch, recorder).sql(GATHERED).to_arrow_table()
+    dctx = context(cluster, tpch, recorder)
+    got = dctx.sql(GATHERED).to_arrow_table()
     assert stopped and recorder.lost() == stopped
     # every row once: what was read before the loss was discarded
     expected = single_node_sf001.sql(GATHERED).to_arrow_table()
     assert got.num_rows == expected.num_rows
     assert_tables_equal(got, expected, sql=GATHERED)
+    assert_ran_distributed(dctx)
     # the live workers released the query (the stopped one is left to its TTL sweep)
     assert [f for w in cluster.workers if w.url not in stopped for f in w.spool.files()] == []
 
@@ -111,10 +114,12 @@ def test_a_stream_that_handed_out_batches_fails_clearly(monkeypatch, cluster, tp
 
 def test_a_stream_recovers_a_loss_before_its_first_batch(monkeypatch, cluster, tpch, single_node_sf001):
     stopped = stop_on_stream(monkeypatch, cluster, call=1)
-    batches = list(context(cluster, tpch).sql(GATHERED).execute_stream())
+    dctx = context(cluster, tpch)
+    batches = list(dctx.sql(GATHERED).execute_stream())
     assert stopped
     got = pa.Table.from_batches(batches)
     assert_tables_equal(got, single_node_sf001.sql(GATHERED).to_arrow_table(), sql=GATHERED)
+    assert_ran_distributed(dctx)
 
 
 def test_collect_recovers_a_worker_lost_while_inputs_are_fetched(
@@ -133,9 +138,11 @@ def test_collect_recovers_a_worker_lost_while_inputs_are_fetched(
 
     monkeypatch.setattr(head, "fetch_input", fetch_input)
     recorder = Recorder()
-    got = context(cluster, tpch, recorder).sql(FETCHED).to_arrow_table()
+    dctx = context(cluster, tpch, recorder)
+    got = dctx.sql(FETCHED).to_arrow_table()
     assert stopped and recorder.lost() == stopped
     assert_tables_equal(got, single_node_sf001.sql(FETCHED).to_arrow_table(), sql=FETCHED)
+    assert_ran_distributed(dctx)
 
 
 class StopWhileRunning:
@@ -167,3 +174,4 @@ def test_a_worker_stopped_while_its_task_runs_is_a_lost_worker(cluster, tpch, si
     got = dctx.sql(slow).to_arrow_table()
     assert stopper.stopped and recorder.lost() == stopper.stopped
     assert_tables_equal(got, single_node_sf001.sql(FETCHED).to_arrow_table(), sql=FETCHED)
+    assert_ran_distributed(dctx)

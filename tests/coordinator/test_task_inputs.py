@@ -16,9 +16,10 @@ from datafusion_distributed import DistributedContext
 from datafusion_distributed.codec import fields as F
 from datafusion_distributed.codec.children import kind
 from datafusion_distributed.coordinator.run_state import RunState
-from datafusion_distributed.distributed_planner.planner import input_marker
+from datafusion_distributed.distributed_planner.build_stages import input_marker
 from datafusion_distributed.protocol.messages import TaskInput, encode
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 
 ROWS = 100_000  # about 1.6 MiB: shipped once below, as a 3M-row cache() is by default
@@ -82,6 +83,7 @@ def test_inputs_carry_no_table_rows(name: str, sent) -> None:
         assert "shipped once" in df.explain_string()
         got = df.to_arrow_table()
     assert_tables_equal(got, single.sql(query).to_arrow_table(), sql=query)
+    assert_ran_distributed(dctx)
     assert_no_table_rows(sent)
     if name.startswith("empty"):  # its subtree ran in its place, reading nothing, not the table
         empty = [(run, inp) for run, inp in sent if inp.groups is None]
@@ -98,4 +100,5 @@ def test_cache_then_aggregate_as_in_the_issue(sent) -> None:
     with DistributedContext(ctx, **SHIPPED) as dctx:
         got = dctx.sql(SERIES).cache().aggregate([col("k")], [f.count_star()]).to_arrow_table()
     assert_tables_equal(got, expected)
+    assert_ran_distributed(dctx)
     assert_no_table_rows(sent)

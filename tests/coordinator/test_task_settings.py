@@ -11,6 +11,7 @@ from datafusion import SessionContext
 
 from datafusion_distributed import DistributedContext, EmbeddedCluster, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 
 # to_unixtime reads a string without an offset in the time zone of the session it runs in.
@@ -55,6 +56,7 @@ def _assert_single_nodes(dctx: DistributedContext, ctx: SessionContext, query: s
     actual, expected = df.to_arrow_table(), ctx.sql(query).to_arrow_table()
     assert actual.schema == expected.schema  # time zones included
     assert_tables_equal(actual, expected)
+    assert_ran_distributed(df)
 
 
 @pytest.mark.parametrize("query", [ON_WORKERS, IN_THE_HEAD, GROUPS])

@@ -15,6 +15,7 @@ from datafusion import SessionContext, udf
 from datafusion_distributed import DistributedContext, LocalCluster, QueryFailed
 from datafusion_distributed.coordinator.writes import STAGING_FOLDER
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 from datafusion_distributed.test_utils.tpch import register_tpch
 
@@ -81,6 +82,7 @@ def test_copy_writes_what_single_node_writes(dctx, single_node_sf001, tmp_path, 
     assert got.num_rows == expected_count.column(0)[0].as_py()
     assert got.column("shipped_at").null_count == 0  # timestamps are written, not left empty
     assert_tables_equal(got, expected)
+    assert_ran_distributed(dctx)
 
 
 def test_dataframe_writes_are_distributed(dctx, single_node_sf001, tmp_path):
@@ -92,15 +94,18 @@ def test_dataframe_writes_are_distributed(dctx, single_node_sf001, tmp_path):
         got.select(read_back(tmp_path / "single", "PARQUET").column_names),
         read_back(tmp_path / "single", "PARQUET"),
     )
+    assert_ran_distributed(dctx)
     assert len({name.split("-")[1] for name in os.listdir(tmp_path / "dist" / "l_returnflag=N")}) > 1
 
     df.write_csv(tmp_path / "csv", with_header=True)
     single_node_sf001.sql(SELECT).write_csv(str(tmp_path / "csv-single"), with_header=True)
     assert_tables_equal(read_back(tmp_path / "csv", "CSV"), read_back(tmp_path / "csv-single", "CSV"))
+    assert_ran_distributed(dctx)
 
     df.write_json(str(tmp_path / "json"))
     single_node_sf001.sql(SELECT).write_json(str(tmp_path / "json-single"))
     assert_tables_equal(read_back(tmp_path / "json", "JSON"), read_back(tmp_path / "json-single", "JSON"))
+    assert_ran_distributed(dctx)
 
 
 def test_appending_keeps_the_files_already_there(dctx, single_node_sf001, tmp_path):
@@ -112,6 +117,7 @@ def test_appending_keeps_the_files_already_there(dctx, single_node_sf001, tmp_pa
     assert set(first) < set(second) and len(second) == 2 * len(first)
     once = single_node_sf001.sql(SELECT).to_arrow_table()
     assert_tables_equal(read_back(tmp_path / "out", "PARQUET"), pa.concat_tables([once, once]))
+    assert_ran_distributed(dctx)
 
 
 def test_a_single_file_stays_on_one_node_and_says_why(dctx, tmp_path):
@@ -180,5 +186,6 @@ def test_a_worker_killed_during_the_write_leaves_it_complete(tpch_sf001, single_
     ).to_arrow_table()
     assert count.column(0)[0].as_py() == expected.num_rows
     assert_tables_equal(read_back(tmp_path / "out", "PARQUET"), expected)  # complete, nothing twice
+    assert_ran_distributed(dctx)
     assert not (tmp_path / "out" / STAGING_FOLDER).exists()
     assert retried, "the kill landed after the write: nothing was retried"

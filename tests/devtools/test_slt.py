@@ -150,6 +150,7 @@ def test_load_expands_includes_relative_to_the_including_file(tmp_path):
 # -- comparison and classification ------------------------------------------------------------
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 def test_compare_tables_ignores_order_unless_the_query_orders():
     a = pa.table({"x": [1, 2, 3]})
     b = pa.table({"x": [3, 1, 2]})
@@ -158,6 +159,7 @@ def test_compare_tables_ignores_order_unless_the_query_orders():
     assert compare_tables(a, b, "SELECT x FROM t ORDER BY x", "rowsort") is None
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 def test_compare_tables_compares_values_by_position_and_reports_names():
     a = pa.table({"x": [1, 2]})
     assert compare_tables(a, pa.table({"y": [1, 2]}), "SELECT x", None).startswith("column names differ")
@@ -182,6 +184,7 @@ def test_order_by_limit_differences_allowed_only_within_tied_keys():
     assert nondeterminism_reason("SELECT k, random() FROM t", a, other_keys) is not None
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 def test_classify_every_combination_of_outcomes():
     t = pa.table({"x": [1]})
     sql = "SELECT x FROM t"
@@ -308,6 +311,7 @@ DISAGREEING = slt_text(
 )
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 def test_run_records_reports_the_record_a_wrong_engine_gets_wrong(tmp_path):
     records = parse_slt(DISAGREEING, "inline.slt")
     workspace = Workspace(tmp_path)
@@ -372,6 +376,7 @@ SCRATCH_FILE = """
     """
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 @pytest.mark.parametrize("mode", ["distributed", "roundtrip"])
 def test_run_files_distributed_and_roundtrip_agree_on_a_small_file(tmp_path, mode):
     corpus = _corpus(tmp_path, {"small.slt": SCRATCH_FILE})
@@ -388,6 +393,7 @@ def test_run_files_distributed_and_roundtrip_agree_on_a_small_file(tmp_path, mod
     assert not list(corpus.rglob("copied"))  # nothing written into the corpus
 
 
+@pytest.mark.not_a_distributed_run  # the corpus runner's own tests; `make slt` reports what ran distributed
 def test_cli_writes_a_report_and_fails_on_a_file_it_cannot_run(tmp_path, capsys):
     corpus = _corpus(tmp_path, {"small.slt": "query I\nSELECT 1\n----\n1\n"})
     (corpus / "bad.slt").write_bytes(b"\xff\xfe not utf-8")

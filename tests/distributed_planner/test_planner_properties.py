@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.local_check import plan_distributed, planning_context, run_distributed
 
 TABLES = ("t0", "t1", "t2")
@@ -220,3 +221,7 @@ def test_random_queries_match_single_node(data, sql, config):
         expected = ctx.sql(sql).to_arrow_table()
         actual = run_distributed(plan, expected.schema, timeout=60)
         assert_tables_equal(actual, expected, sql=sql)
+        if plan.is_distributed:  # a random plan may be one stage of one task: then said so
+            assert_ran_distributed(plan)
+        else:
+            assert_ran_on_one_node(plan)

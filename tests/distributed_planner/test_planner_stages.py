@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from datafusion_distributed.codec import file_groups
+from datafusion_distributed.distributed_planner.build_stages import input_marker
 from datafusion_distributed.distributed_planner.config import QueryPlanConfig
-from datafusion_distributed.distributed_planner.planner import input_marker, plan_stages
+from datafusion_distributed.distributed_planner.planner import plan_stages
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.execution_plans.stage import BoundaryKind, DistributedPlan, Stage
 from datafusion_distributed.test_utils.local_check import (

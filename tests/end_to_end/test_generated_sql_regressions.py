@@ -12,6 +12,7 @@ from datafusion import SessionConfig, SessionContext, udaf
 
 from datafusion_distributed import DistributedContext, LocalCluster, QueryFailed
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 
 
@@ -41,6 +42,7 @@ def _same_distributed(ctx: SessionContext, dctx: DistributedContext, sql: str) -
     plan = df.distributed_plan()
     assert plan.is_distributed and not plan.single_node, plan.single_node
     assert_tables_equal(df.to_arrow_table(), expected, sql=sql)
+    assert_ran_distributed(df)
 
 
 @pytest.fixture(scope="module")

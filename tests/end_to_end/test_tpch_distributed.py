@@ -14,6 +14,7 @@ from datafusion_distributed.distributed_planner.config import QueryPlanConfig
 from datafusion_distributed.execution_plans import display_distributed_plan
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.local_check import (
     exchange_nodes,
     plan_distributed,
@@ -65,6 +66,7 @@ def test_tpch_distributed_matches_single_node(n, workers, partitions_per_task, t
     actual = run_distributed(plan, expected.schema)
     assert actual.num_rows > 0
     assert_tables_equal(actual, expected, sql=sql)
+    assert_ran_distributed(plan)
     if workers > 1 and exchange_nodes(single_plan):
         assert len(plan.stages) > 1, (
             f"q{n:02d} has exchanges {exchange_nodes(single_plan)[:3]} but ran as one stage:\n"

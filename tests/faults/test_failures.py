@@ -165,7 +165,7 @@ def test_a_task_that_cannot_reach_an_input_names_the_lost_worker():
     """The worker reports which producer it lost in the error's extra info, so the coordinator
     can recompute that producer's outputs instead of failing the query."""
     from datafusion_distributed import EmbeddedCluster
-    from datafusion_distributed.distributed_planner.planner import input_marker
+    from datafusion_distributed.distributed_planner.build_stages import input_marker
     from datafusion_distributed.errors import WorkerError
     from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
     from datafusion_distributed.protocol.messages import FileLocation, RunTask, TaskInput

@@ -14,6 +14,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_query
 
 LIVENESS_TIMEOUT = 2.0
@@ -75,6 +76,7 @@ def test_a_frozen_worker_costs_the_liveness_timeout_not_the_task_timeout(tpch_sf
         # the liveness timeout, a probe interval, and the query itself on a busy machine
         assert seconds < LIVENESS_TIMEOUT + 45, f"took {seconds:.1f}s"
     assert_tables_equal(got, single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(dctx)
 
 
 class FreezeAtEnd:
@@ -125,3 +127,4 @@ def test_a_worker_frozen_before_the_release_costs_the_liveness_timeout_not_the_c
         # the liveness timeout, a probe interval, and the query itself on a busy machine
         assert seconds < LIVENESS_TIMEOUT + 45, f"took {seconds:.1f}s"
     assert_tables_equal(got, single_node_sf001.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(dctx)

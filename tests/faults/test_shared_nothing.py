@@ -17,6 +17,7 @@ from datafusion_distributed import DistributedConfig, DistributedContext, Embedd
 from datafusion_distributed.events import DistributedHandler
 from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_query
 
 SQL = tpch_query(3)  # a join of three tables: stages that read one and two other stages
@@ -56,6 +57,7 @@ def run_routed(cluster, tpch, single_node):
     with DistributedContext(ctx, workers=cluster, config=CONFIG, handlers=[StageByWorker()]) as dctx:
         df = dctx.sql(SQL)
         assert_tables_equal(df.to_arrow_table(), single_node.sql(SQL).to_arrow_table(), sql=SQL)
+        assert_ran_distributed(df)
         plan, metrics = df.distributed_plan(), df.metrics
     worker_stages = [s for s in plan.stages if s is not plan.final]
     inputs = [metrics.stage(s.id).input_totals(i) for s in worker_stages for i in range(len(s.inputs))]

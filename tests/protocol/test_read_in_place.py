@@ -10,6 +10,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster
 from datafusion_distributed.protocol.fetch import readable_in_place
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 SQL = "SELECT o_orderpriority, count(*) AS n, sum(o_totalprice) AS total FROM orders GROUP BY 1"
@@ -49,6 +50,7 @@ def test_a_cluster_on_one_host_reads_outputs_in_place_uncompressed(
         assert dctx.exchange_compression() is None  # nothing to save by compressing
         df = dctx.sql(SQL)
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table())
+        assert_ran_distributed(dctx)
         inputs = _inputs(df)
         assert inputs and all(read.bytes > 0 and read.fetched_bytes == 0 for read in inputs)
 
@@ -63,4 +65,5 @@ def test_workers_without_a_shared_folder_fetch_compressed_outputs(tpch_sf001, si
         assert dctx.exchange_compression() == "lz4"
         df = dctx.sql(SQL)
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table())
+        assert_ran_distributed(dctx)
         assert any(read.fetched_bytes > 0 for read in _inputs(df))

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from datafusion import SessionContext
 
-from datafusion_distributed.distributed_planner.planner import input_marker
+from datafusion_distributed.distributed_planner.build_stages import input_marker
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.execution_plans.stage import BoundaryKind, InputBoundary
 from datafusion_distributed.protocol.messages import (

@@ -19,6 +19,9 @@ from datafusion_distributed.test_utils.compare import (
 
 D = decimal.Decimal
 
+# the comparer's own tests: its answers come from no query run
+pytestmark = pytest.mark.not_a_distributed_run
+
 
 def table(**columns) -> pa.Table:
     return pa.table(columns)

@@ -67,6 +67,7 @@ def test_tables_match_row_counts(datafusion_ctx, duckdb_con):
         assert df_count == duck_count > 0, table
 
 
+@pytest.mark.not_a_distributed_run  # DataFusion against DuckDB
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS, ids=lambda n: f"q{n:02d}")
 def test_tpch_query_matches_duckdb(n, datafusion_ctx, duckdb_con):
     sql = tpch_query(n)

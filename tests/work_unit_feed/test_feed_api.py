@@ -22,7 +22,7 @@ from datafusion_distributed import (
     WorkUnitFeed,
     read_units,
 )
-from datafusion_distributed.coordinator.scheduler import _feed_would_leak_token
+from datafusion_distributed.coordinator.feed_tasks import feed_would_leak_token
 from datafusion_distributed.test_utils.forced import forced_distribution
 from datafusion_distributed.work_unit_feed.dispatch import FeedRun
 from datafusion_distributed.work_unit_feed.service import FeedService
@@ -235,7 +235,7 @@ def test_workers_reached_over_tls_never_ask_a_plain_feed_service_off_loopback():
     ],
 )
 def test_which_feed_hosts_tls_workers_may_ask(host, workers, leaks):
-    assert _feed_would_leak_token(host, workers) is leaks
+    assert feed_would_leak_token(host, workers) is leaks
 
 
 def test_writing_into_a_feed_table_is_refused(dctx):

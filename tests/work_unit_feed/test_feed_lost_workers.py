@@ -16,6 +16,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster, read_units
 from datafusion_distributed.events.handlers import DistributedHandler, Event, EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 
 # the workers are other processes: this module's functions travel by value, as a notebook's do
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -81,6 +82,7 @@ def test_a_worker_killed_while_reading_units(cluster):
             _restart_dead(cluster)
     assert killed.is_set() and lost.workers  # a task was running there, and was run again
     assert_tables_equal(got, expected(), sql=SQL)
+    assert_ran_distributed(dctx)
     assert _total_units(df) == UNITS
 
 
@@ -151,4 +153,5 @@ def test_a_worker_killed_while_its_tasks_run_rounds_over_parquet_files(cluster, 
             _restart_dead(cluster)
     assert killed.is_set() and lost.workers
     assert_tables_equal(got, expected(), sql=SQL)
+    assert_ran_distributed(dctx)
     assert _total_units(df) == UNITS

@@ -108,7 +108,7 @@ def test_any_other_base_exception_is_a_worker_error_naming_the_task(cluster, pla
     def raises(*args, **kwargs):
         raise NotAnException("a library's own BaseException")
 
-    monkeypatch.setattr("datafusion_distributed.worker.flight_worker.run_task", raises)
+    monkeypatch.setattr("datafusion_distributed.worker.task_runner.run_task", raises)
     error, raw = _run_task(cluster, plan_bytes)
     _assert_named_without_traceback(error, raw, cluster, "a library's own BaseException")
 

@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
@@ -105,7 +105,8 @@ class DistributedDataFrame:
 
     def __init__(self, dctx: _WithEngine | Engine, df: DataFrame) -> None:
         # the context's engine: what the frame plans and runs with (the context makes frames)
-        self._engine: Engine = getattr(dctx, "engine", dctx)
+        engine: Any = getattr(dctx, "engine", dctx)
+        self._engine: Engine = engine
         self._df = df
         self._runs: set[QueryRun] = set()  # executions in progress, for cancel()
         self._runs_lock = threading.Lock()
@@ -153,7 +154,8 @@ class DistributedDataFrame:
         written by DataFusion from one node, as `df.df.write_parquet` would.
         """
         if write_options is not None or isinstance(compression, ParquetWriterOptions):
-            self._df.write_parquet(path, compression, compression_level, write_options)
+            # DataFusion's own overloads decide what these arguments may be
+            self._df.write_parquet(os.fspath(path), compression, compression_level, write_options)  # type: ignore[arg-type]
             return
         options = {"format.compression": parquet_compression(compression, compression_level)}
         self._copy_to(path, "PARQUET", options, partition_by)
@@ -169,7 +171,7 @@ class DistributedDataFrame:
         """Write the result as CSV files into the folder `path`, each task writing its share
         (a header line in each file with `with_header`); see `write_parquet`."""
         if write_options is not None:
-            self._df.write_csv(path, with_header, write_options)
+            self._df.write_csv(os.fspath(path), with_header, write_options)
             return
         self._copy_to(path, "CSV", {"format.has_header": str(with_header).lower()}, partition_by)
 
@@ -183,7 +185,7 @@ class DistributedDataFrame:
         """Write the result as newline-delimited JSON files into the folder `path`, each task
         writing its share; see `write_parquet`."""
         if write_options is not None:
-            self._df.write_json(path, write_options)
+            self._df.write_json(os.fspath(path), write_options)
             return
         self._copy_to(path, "JSON", {}, partition_by)
 
@@ -328,7 +330,8 @@ class DistributedDataFrame:
         coalesce_duplicate_keys: bool = True,
     ) -> DistributedDataFrame:
         """Join with `right` on equal columns: `on` (the same names) or `left_on`/`right_on`."""
-        joined = self._df.join(
+        plain: Any = self._df  # DataFusion's own overloads check which arguments go together
+        joined = plain.join(
             _plain(right),
             on,
             how,
@@ -576,7 +579,7 @@ class DistributedDataFrame:
     def _planned(self) -> PlannedQuery:
         return self._engine.plan(self._df)
 
-    def execute_stream(self, progress: bool | None = None) -> Iterator[pa.RecordBatch]:
+    def execute_stream(self, progress: bool | None = None) -> Generator[pa.RecordBatch, None, None]:
         """Stream the result batch by batch; memory stays bounded by what is in flight.
         `progress` shows a live progress line (default: the context's `progress`).
 
@@ -590,7 +593,7 @@ class DistributedDataFrame:
         planned: PlannedQuery,
         progress: bool | None = None,
         on_restart: Callable[[], None] | None = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         """Run `planned`, streaming its result; `on_restart` as for `QueryRun.execute`."""
         handlers = self._engine.handlers
         if self._engine.progress if progress is None else progress:
@@ -627,7 +630,9 @@ class DistributedDataFrame:
             run.state.cancel_scope.cancel()
         return bool(runs)
 
-    def _cancellable(self, run: QueryRun, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
+    def _cancellable(
+        self, run: QueryRun, on_restart: Callable[[], None] | None
+    ) -> Generator[pa.RecordBatch, None, None]:
         run.state.cancel_scope.start(run.state.options.query_timeout)
         with self._runs_lock:
             self._runs.add(run)
@@ -677,7 +682,9 @@ class DistributedDataFrame:
         """Run the query and return its result as a polars DataFrame."""
         import polars as pl
 
-        return pl.from_arrow(self.to_arrow_table())
+        frame = pl.from_arrow(self.to_arrow_table())
+        assert isinstance(frame, pl.DataFrame)  # a table gives a frame (an array, a series)
+        return frame
 
     def to_pylist(self) -> list[dict]:
         """Run the query and return its rows as dictionaries."""

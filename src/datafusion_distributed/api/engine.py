@@ -305,8 +305,9 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        if getattr(self, "dashboard", None) is not None:
-            self.dashboard.close()
+        dashboard = getattr(self, "dashboard", None)  # None too when __init__ failed before it
+        if dashboard is not None:
+            dashboard.close()
         self.progress_callbacks.close()
         if self._worker_check is not None:
             self._worker_check.stop()

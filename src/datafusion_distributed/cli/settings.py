@@ -70,6 +70,7 @@ def _converter(field: dataclasses.Field) -> tuple[Callable[[str], Any], str]:
     """How a flag's text becomes the field's value, and the word `--help` shows for it."""
     kind = str(field.type)
     optional = "None" in kind
+    base: Callable[[str], Any]
     if "bool" in kind:
         base, metavar = parse_bool, "true|false"
     elif "bytes" in field.name and "int" in kind:

@@ -6,6 +6,7 @@ Ctrl-D (or `\\q`) leaves. Lines are edited and remembered with readline where Py
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -114,7 +115,7 @@ class Shell:
                 split = split_statements("\n".join(lines))
                 for statement in split.statements:
                     history.add(statement.sql + ";")
-                    self.execute(lambda sql=statement.sql: self.session.run(sql))
+                    self.execute(functools.partial(self.session.run, statement.sql))
                 lines = [] if split.rest_is_empty else [split.rest.sql]
         finally:
             history.save()

@@ -53,9 +53,10 @@ DRAIN_SECONDS = 25.0
 def _stop_signals() -> list[signal.Signals]:
     """The signals that stop a worker at once: SIGINT, and SIGHUP unless it is ignored (nohup).
     SIGTERM drains it first (a second SIGTERM stops it at once)."""
-    hangup = getattr(signal, "SIGHUP", None)
-    keep_hangup = hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN
-    return [signal.SIGINT] + ([hangup] if keep_hangup else [])
+    hangup: signal.Signals | None = getattr(signal, "SIGHUP", None)
+    if hangup is None or signal.getsignal(hangup) is signal.SIG_IGN:
+        return [signal.SIGINT]
+    return [signal.SIGINT, hangup]
 
 
 def _stop(worker, seconds: float) -> bool:

@@ -38,7 +38,7 @@ class EmbeddedCluster:
         auth_token: str | None = None,
         share_spools: bool = True,
         **worker_options,
-    ):
+    ) -> None:
         if n < 1:
             raise ValueError("an embedded cluster needs at least one worker")
         if not share_spools and worker_options.get("shared_spool_root"):

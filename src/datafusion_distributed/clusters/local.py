@@ -69,7 +69,7 @@ class LocalCluster:
         hosts: list[str] | tuple[str, ...] | None = None,
         drain_timeout: float = 25.0,
         worker_cpus: Sequence[Collection[int]] | None = None,
-    ):
+    ) -> None:
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
         if hosts is not None and (isinstance(hosts, str) or len(hosts) != n):
@@ -84,10 +84,9 @@ class LocalCluster:
             raise ValueError("drain_timeout must be at least 0 seconds")
         self.drain_timeout = drain_timeout
         self._own_root = spool_root is None and share_spools
+        self.spool_root: str | None = spool_root
         if share_spools:
             self.spool_root = spool_root or tempfile.mkdtemp(prefix="datafusion-distributed-local-")
-        else:
-            self.spool_root = spool_root
         self.shared_spool_root: str | None = self.spool_root if share_spools else None
         # sharing nothing and no root given: each worker's folder is made apart, no path relates them
         self._made = 0  # workers started so far: each new one's spool folder is a new one
@@ -156,8 +155,9 @@ class LocalCluster:
         """Start worker `index` again (after `kill`); it gets a new port, so a new URL."""
         if self.processes[index].poll() is None:
             self.kill(index)
-        if self.processes[index].stdout:
-            self.processes[index].stdout.close()
+        output = self.processes[index].stdout
+        if output is not None:
+            output.close()
         self._start(index, start_timeout)
 
     # -- changing size --------------------------------------------------------------------
@@ -246,7 +246,7 @@ class LocalCluster:
                 if process.stdout:
                     process.stdout.close()
             self.processes, self._leaving = [], []
-            if self._own_root:
+            if self._own_root and self.spool_root is not None:
                 shutil.rmtree(self.spool_root, ignore_errors=True)
             elif self._own_spools:
                 for spool in self.spools:
@@ -264,7 +264,9 @@ class LocalCluster:
 def _read_url(process: subprocess.Popen, timeout: float) -> str:
     """The URL a worker prints on its first line ("listening on grpc://...")."""
     result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(process.stdout.readline()), daemon=True)
+    output = process.stdout
+    assert output is not None  # workers are started with their output piped
+    reader = threading.Thread(target=lambda: result.append(output.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     line = result[0].strip() if result else ""

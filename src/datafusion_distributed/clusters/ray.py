@@ -71,7 +71,7 @@ class _RayWorker:
         auth_token: str,
         session_builder: SessionBuilder | None,
         worker_options: Mapping[str, Any],
-    ):
+    ) -> None:
         self.spool_dir = os.path.join(tempfile.gettempdir(), spool_name)
         os.makedirs(self.spool_dir, mode=0o700, exist_ok=True)
         try:
@@ -167,7 +167,7 @@ class RayCluster:
         url_timeout: float = 30.0,
         drain_timeout: float = 25.0,
         **worker_options: Any,
-    ):
+    ) -> None:
         if placement not in PLACEMENTS:
             raise ValueError(
                 f"placement must be one of {', '.join(map(repr, PLACEMENTS))}, not {placement!r}"

@@ -83,6 +83,14 @@ def is_plain_projection(line: str) -> bool:
     return [item.strip() for item in shown.split(",")] == list(columns)
 
 
+def collected_feed_scan(node: bytes) -> FeedScanRef:
+    """The feed that `node`, found to be a feed scan (`feed_scan_ref`), scans."""
+    ref = feed_scan_ref(node)
+    if ref is None:
+        raise ValueError("not a scan of a work-unit feed")
+    return ref
+
+
 def feed_scan_ref(node: bytes) -> FeedScanRef | None:
     """The feed `node` scans, or None when it is another node (or bytes we cannot read)."""
     if scan_kind(node) != "arrow":
@@ -91,8 +99,9 @@ def feed_scan_ref(node: bytes) -> FeedScanRef | None:
         groups = file_groups(node)
     except WireError:
         return None
-    matches = [_FEED_FILE.search(f.path) for group in groups for f in group]
-    if not matches or any(m is None for m in matches):
+    found = [_FEED_FILE.search(f.path) for group in groups for f in group]
+    matches = [m for m in found if m is not None]
+    if not matches or len(matches) != len(found):
         return None
     if len({m.group(1, 2, 3) for m in matches}) != 1:
         return None  # never made by a registration: one feed's table is one folder

@@ -36,7 +36,7 @@ class Field(NamedTuple):
         return buf[self.payload_start : self.end]
 
 
-def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Read a varint at `pos`; return (value, position after it)."""
     if pos < len(buf) and buf[pos] < 0x80:  # one byte: most keys and small lengths
         return buf[pos], pos + 1
@@ -70,7 +70,7 @@ def encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def iter_fields(buf: bytes) -> Iterator[Field]:
+def iter_fields(buf: bytes | memoryview) -> Iterator[Field]:
     """Yield the top-level fields of a message; raise WireError if it is malformed."""
     pos = 0
     n = len(buf)

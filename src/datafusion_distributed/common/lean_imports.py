@@ -71,7 +71,7 @@ class _TellPyarrowOnImport(importlib.abc.MetaPathFinder):
 class _ThenTellPyarrow(importlib.abc.Loader):
     """pandas' own loader, followed by a call that makes pyarrow import pandas again."""
 
-    def __init__(self, loader: importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader) -> None:
         self.loader = loader
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
@@ -79,7 +79,9 @@ class _ThenTellPyarrow(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
-        module.__loader__ = module.__spec__.loader = self.loader  # nothing later sees this wrapper
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader  # nothing later sees this wrapper
         import pyarrow
 
         pyarrow.table({}).to_pandas()  # pyarrow's check for pandas, which now finds it

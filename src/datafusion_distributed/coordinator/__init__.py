@@ -7,6 +7,9 @@
 - `services`: what a run takes from its context: the shared services (`RunServices`) and the
   options of this run, read from the config it was planned with (`RunOptions`).
 - `run_state`: the state the scheduler, the head stage and the table shipper share.
+- `adapting` (stages re-planned as they start), `feed_tasks` (the feed units of task
+  attempts), `release` (the query's data deleted on its workers at its end): the parts of a
+  run QueryRun hands its jobs to.
 - `head`: the end of a query in this process: the final stage run here or gathered
   (`gather`), streamed to the caller; a worker lost while it is read is recovered as long as
   nothing read was handed out (ResultStreamLost otherwise).

@@ -22,7 +22,7 @@ POLL_SECONDS = 0.1
 class CancelScope:
     """Whether a query should stop: cancelled by a caller, or past its deadline."""
 
-    def __init__(self, timeout: float | None = None):
+    def __init__(self, timeout: float | None = None) -> None:
         self._event = threading.Event()
         self._timeout = timeout
         self._deadline = None if timeout is None else time.monotonic() + timeout

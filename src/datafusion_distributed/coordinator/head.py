@@ -52,7 +52,7 @@ WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
 class HeadStage:
     """Produces a query's result batches once its other stages are complete."""
 
-    def __init__(self, run: RunState, recompute: Callable[[], None]):
+    def __init__(self, run: RunState, recompute: Callable[[], None]) -> None:
         self.run = run
         self._recompute = recompute  # recomputes the outputs lost workers held (the scheduler's)
         self._scratch: str | None = None  # where fetched inputs go, made on first use
@@ -71,6 +71,7 @@ class HeadStage:
             ran = run_task(
                 ctx, task.plan, resolved, self._read_feeds(task.index), check=run.cancel_scope.check
             )
+            assert ran.batches is not None  # a task run without `write_to` streams its batches
             yield from self._run_here(ran.batches, ran.plan, recorder)
         except (QueryFailed, QueryCancelled):
             raise
@@ -88,6 +89,7 @@ class HeadStage:
         final = run.plan.final
         if not final.feeds:
             return []
+        assert run.feeds is not None  # a plan with feeds runs with its feed run
         token = run.feeds.begin(final.id, task)
         feeds = [  # all the scan's partitions: the head runs a stage as its only task
             FeedToRead.of(
@@ -108,6 +110,7 @@ class HeadStage:
         """Run a plan of one task here, from DataFusion's in-memory plan, in the session it was
         planned in: no bytes, no worker."""
         plan = self.run.plan
+        assert plan.session is not None and plan.physical is not None  # see `DistributedPlan.in_memory`
         self.run.events.stage_started(plan.final.id, [COORDINATOR])
         batches = stream_partitions(plan.session, plan.physical, check=self.run.cancel_scope.check)
         yield from self._run_here(batches, plan.physical, TaskRecorder(COORDINATOR, ()))
@@ -182,14 +185,16 @@ class HeadStage:
             messages = run.task_inputs(run.plan.final, task)  # where the inputs are now
             recorder = TaskRecorder(COORDINATOR, messages)
             try:
-                resolved, _ = resolve_inputs(
-                    messages, lambda loc, recorder=recorder: recorder.read(loc, self._fetch, loc)
-                )
+                resolved, _ = resolve_inputs(messages, functools.partial(self._read, recorder))
                 return resolved, recorder
             except QueryFailed as exc:
                 run.retry.after_failure(exc, attempt, "fetching the final stage's inputs")
                 self._recompute()
         raise AssertionError("unreachable")
+
+    def _read(self, recorder: TaskRecorder, location: FileLocation) -> tuple[ScannedFile, int]:
+        """`location` fetched (see `_fetch`), measured by `recorder`."""
+        return recorder.read(location, self._fetch, location)
 
     def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
         run = self.run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..execution_plans.stage import BoundaryKind, StageInput
@@ -45,7 +45,7 @@ def input_groups(
     return tuple(files(0, [t]) for t in all_tasks)  # MERGE: one sorted stream per producer task
 
 
-def needs_single_task(stage_inputs: Sequence[StageInput], outputs: dict[int, Sequence[Any]]) -> bool:
+def needs_single_task(stage_inputs: Sequence[StageInput], outputs: Mapping[int, Sequence[Any]]) -> bool:
     """Whether a split input turned out empty, so the stage must run as one task (an empty
     exchange is replaced by its original subtree, which cannot be shared out by partition)."""
     return any(inp.split and exchange_schema(outputs[inp.producer]) is None for inp in stage_inputs)

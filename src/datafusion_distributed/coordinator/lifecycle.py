@@ -24,7 +24,7 @@ log = logging.getLogger("datafusion_distributed.coordinator")
 class QueryCollector:
     """One query's observer: the scheduler reports to it, and it tells the handlers and fills in `metrics`."""
 
-    def __init__(self, query_id: str, handlers: HandlerChain | None = None):
+    def __init__(self, query_id: str, handlers: HandlerChain | None = None) -> None:
         self.query_id = query_id
         self.handlers = handlers or HandlerChain()
         self.metrics = QueryMetrics(query_id)

@@ -45,7 +45,7 @@ class LivenessMonitor:
             (`DistributedConfig.liveness_timeout`).
     """
 
-    def __init__(self, clients: ClientPool, timeout: float = 10.0):
+    def __init__(self, clients: ClientPool, timeout: float = 10.0) -> None:
         self.clients = clients
         self.timeout = timeout
         self.interval = probe_interval(timeout)

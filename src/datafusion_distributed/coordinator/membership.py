@@ -23,7 +23,7 @@ class Membership:
         clock: a monotonic clock in seconds (time.monotonic by default).
     """
 
-    def __init__(self, resolver: WorkerResolver, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, resolver: WorkerResolver, clock: Callable[[], float] = time.monotonic) -> None:
         self.resolver = resolver
         self._clock = clock
         self._urls: list[str] = []

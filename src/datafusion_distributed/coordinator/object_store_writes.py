@@ -48,7 +48,7 @@ class S3StagedWrite:
     Attempts are counted here, in the thread that sends tasks, so a task's last attempt sent
     is the one whose result the query keeps: its objects are the ones committed."""
 
-    def __init__(self, sink: FileSink, query_id: str, store: S3Store):
+    def __init__(self, sink: FileSink, query_id: str, store: S3Store) -> None:
         self.sink = sink
         self.query_id = query_id
         self.destination = sink.destination.rstrip("/")  # s3://bucket/prefix

@@ -29,7 +29,9 @@ class RetryPolicy:
             stops probing it for this query).
     """
 
-    def __init__(self, attempts: int, events: QueryCollector, on_lost: Callable[[str], None] | None = None):
+    def __init__(
+        self, attempts: int, events: QueryCollector, on_lost: Callable[[str], None] | None = None
+    ) -> None:
         self.attempts = attempts
         self.events = events
         self.on_lost = on_lost

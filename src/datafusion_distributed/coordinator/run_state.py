@@ -195,6 +195,7 @@ class RunState:
             return TaskInput.of(where, None, None), []
         subtree, below = inp.where.boundary, []
         for table in self._tables_below(inp.producer):
+            assert table.table is not None  # `_tables_below` gives the inputs of shipped tables
             subtree = replace_subtree(subtree, table.table.scan, table.where.marker)
             below.extend(self._whole_table(table))
         where = replace(inp.where, boundary=subtree, boundary_child=b"")

@@ -14,29 +14,28 @@ worker it sent a task to, when the query ends, fails or is abandoned.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-import cloudpickle
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
-from ..distributed_planner.adaptive import adapt, adapt_request, build_side_of
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure, said_all
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import draining_worker, lost_worker
 from ..protocol.messages import FeedTask, RunTask, TaskResult
-from ..work_unit_feed.reading import scan_fields
+from .adapting import StageAdapter
 from .cancellation import POLL_SECONDS
 from .empty_builds import NOT_RUN, ProbeHolds
+from .feed_tasks import RunFeeds
 from .head import WORKER_ERRORS, HeadStage
 from .object_store_writes import staged_write
+from .release import release_query
 from .run_state import RunState
 from .services import RunOptions, RunServices
 from .shipping import TableShipper
@@ -61,7 +60,7 @@ class QueryRun:
         services: RunServices,
         options: RunOptions | None = None,
         handlers: HandlerChain | None = None,
-    ):
+    ) -> None:
         if not workers:
             raise ValueError("no workers to run the query on")
         self.handlers = handlers or HandlerChain()
@@ -77,8 +76,8 @@ class QueryRun:
             else None
         )
         self._unfinished: list[Future] = []  # task calls still running when the stages stopped
-        self._adapted_ids: set[int] = set()  # stages re-planned from their inputs' sizes (once each)
-        self._readers: dict[str, bytes] = {}  # each feed's reader, pickled once for its tasks
+        self.adapter = StageAdapter(self.state, self.handlers)  # re-plans stages as they start
+        self.feeds = RunFeeds(self.state)
         self.probes = ProbeHolds()  # failures of probe stages a join may never have needed
         # second attempts of stragglers, checked on every turn of `run_stages`
         self.speculation = Speculation(
@@ -110,42 +109,9 @@ class QueryRun:
             return self.write.task_plan(task)
         return task.plan
 
-    def _feed_tasks(self, stage: Stage, task: TaskPlan) -> tuple[FeedTask, ...]:
-        """The feed scans of a new attempt of `task`, asking for units with a token of its own.
-        Called where attempts are started, never from a task's thread."""
-        if not stage.feeds:
-            return ()
-        token = self.state.feeds.begin(stage.id, task.index)
-        url = self.state.services.feeds.url
-        count = len(self.state.tasks_of(stage))
-        tasks = []
-        for scan in stage.feeds:
-            feed = self.state.feeds.feed_of(scan.scan_id)
-            if feed.id not in self._readers:
-                try:
-                    self._readers[feed.id] = cloudpickle.dumps(feed.reader)
-                except Exception as exc:  # pickling raises anything its objects raise
-                    raise QueryFailed(
-                        f"the reader of feed {feed.name!r} cannot be pickled to travel to the workers: {exc}"
-                    ) from exc
-            reader = self._readers[feed.id]
-            partitions = scan.task_partitions(task.index, count)
-            tasks.append(
-                FeedTask(
-                    url=url,
-                    token=token,
-                    reader=reader,
-                    partitions=partitions,
-                    rounds=scan.rounds,
-                    connect_timeout=self.state.services.clients.settings.timeout,
-                    **scan_fields(scan),
-                )
-            )
-        return tuple(tasks)
-
     def _submit(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> Future:
         """Start an attempt of `task` on `worker`, in a thread of its own."""
-        plan, feeds = self._sent_plan(stage, task), self._feed_tasks(stage, task)
+        plan, feeds = self._sent_plan(stage, task), self.feeds.tasks(stage, task)
         return kept_threads.submit(self._run_task, stage, task, worker, attempt, plan, feeds)
 
     def _run_task(
@@ -193,43 +159,6 @@ class QueryRun:
             for t in tasks
         }
 
-    def adapted(self, stage: Stage) -> Stage | None:
-        """`stage`, whose producers are complete, as it runs: re-planned from the sizes they
-        wrote when the query is adaptive (once; see `distributed_planner.adaptive`), or None
-        when it runs inside another stage instead."""
-        config = self.state.options.adaptive
-        if config is None or stage.id in self._adapted_ids:
-            return stage
-        self._adapted_ids.add(stage.id)
-        request = adapt_request(self.state.plan, stage, self.state.results, config)
-        if request is None:
-            return stage
-        adaptation, handler = self.handlers.adapt_stage(request)
-        if adaptation is None:
-            return stage
-        by = type(handler).__name__ if handler in self.handlers.user else ""
-        plan, record = adapt(self.state.plan, request, adaptation, self.state.results, by)
-        if record is None:
-            return stage
-        log.info("stage %d adapted: %s", stage.id, record.describe())
-        self.state.plan = plan
-        self.state.events.stage_adapted(record, plan)
-        return None if record.folded_into is not None else plan.stage(stage.id)
-
-    def _held(self, stage: Stage) -> bool:
-        """Whether `stage` waits for the build side of the join that reads its output to be
-        written, when the query is adaptive: if that side is small, the join collects it whole
-        and `stage` runs inside the join's stage instead of shuffling (see `adapted`). Only a
-        build side with a task for every worker holds it: one of fewer tasks would leave
-        workers idle meanwhile, which costs more than the shuffle saved (measured in
-        benchmarks/README.md)."""
-        if self.state.options.adaptive is None:
-            return False
-        build = build_side_of(self.state.plan, stage)
-        if build is None or build in self.state.results:
-            return False
-        return self.state.plan.stage(build).task_count >= len(self.state.workers)
-
     def run_stages(self, stage_ids: Sequence[int]) -> None:
         """Run the stages of `stage_ids` on workers, each as soon as its producers are
         complete, as re-planned then (`adapted`)."""
@@ -243,14 +172,14 @@ class QueryRun:
                 for stage_id in list(waiting):
                     stage = self.state.plan.stage(stage_id)
                     ready = all(inp.producer in self.state.results for inp in stage.inputs)
-                    if ready and not self._held(stage):
+                    if ready and not self.adapter.held(stage):
                         waiting.remove(stage_id)
-                        stage = self.adapted(stage)
-                        if stage is None:
+                        adapted = self.adapter.adapted(stage)
+                        if adapted is None:
                             continue  # it runs inside another stage
-                        started[stage.id] = time.perf_counter()
-                        new = self._start_stage(stage)
-                        partial[stage.id] = [None] * len(new)
+                        started[adapted.id] = time.perf_counter()
+                        new = self._start_stage(adapted)
+                        partial[adapted.id] = [None] * len(new)
                         running.update(new)
                 if not running:
                     if not waiting:
@@ -270,10 +199,7 @@ class QueryRun:
                             continue
                         running[self._retry_task(stage, index, worker, exc, attempts)] = (stage, index)
                         continue
-                    units = 0
-                    if stage.feeds:
-                        self.state.feeds.commit(stage.id, index)  # its units are its own from now on
-                        units = self.state.feeds.units_per_task(stage.id).get(index, 0)
+                    units = self.feeds.commit(stage, index)
                     attempt = self.speculation.attempt_of(stage.id, index, attempts.get((stage.id, index), 0))
                     partial[stage.id][index] = result = self.state.events.task_finished(
                         stage.id, index, worker, attempt, result, units
@@ -334,8 +260,7 @@ class QueryRun:
         `worker` (lost outputs are recomputed first), or raise QueryFailed. A task a draining
         worker refused did nothing there: it goes to another worker as the same attempt,
         neither failed nor counted against `task_attempts`."""
-        if stage.feeds:
-            self.state.feeds.abandon(stage.id, index)  # its units go back, for the others or its next try
+        self.feeds.abandon(stage, index)
         if draining_worker(exc) is not None:
             attempt = attempts.get((stage.id, index), 0)
             self.state.note_draining(worker, stage.id, index)
@@ -372,12 +297,10 @@ class QueryRun:
                             stage, task, worker, attempt
                         )
                         self.state.placement[stage.id][task.index] = worker
-                        if stage.feeds:
-                            self.state.feeds.commit(stage.id, task.index)
+                        self.feeds.commit(stage, task.index)
                         log.info("recomputed stage %d task %d on %s", stage.id, task.index, worker)
                     except WORKER_ERRORS as exc:
-                        if stage.feeds:
-                            self.state.feeds.abandon(stage.id, task.index)
+                        self.feeds.abandon(stage, task.index)
                         if draining_worker(exc) is not None:  # refused: another worker, not another try
                             self.state.note_draining(worker, stage.id, task.index)
                             tries -= 1
@@ -388,8 +311,7 @@ class QueryRun:
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.state.results[stage.id] = results
-        if stage.feeds:
-            self.state.metrics.feed_units[stage.id] = self.state.feeds.units_per_task(stage.id)
+        self.feeds.finish_stage(stage)
         self.stage_seconds[stage.id] = time.perf_counter() - started
         rows = sum(p.rows for r in results for p in r.partitions)
         written = sum(p.bytes for r in results for p in r.partitions)
@@ -415,7 +337,7 @@ class QueryRun:
         a loss raises ResultStreamLost."""
         self.state.events.query_started(len(self.state.plan.stages))
         try:
-            self._start_feeds()
+            self.feeds.start()
             yield from self.head.in_memory() if self.state.plan.in_memory else self._run(on_restart)
             self.state.events.query_finished()
         except GeneratorExit:  # the reader stopped early: the query is done
@@ -444,44 +366,21 @@ class QueryRun:
                 raise failure.with_traceback(None) from None
             raise
         finally:
-            if self.state.feeds is not None:
-                self.state.services.feeds.finish(self.state.feeds)  # stops the providers
+            self.feeds.finish()
             try:
                 self.head.close()
             finally:  # whatever happened, every worker that ran a task is told
-                self.release()
+                release_query(self.state, self.shipper)
                 if self.write is not None:
                     # again, once the tasks the release stopped have ended: they may have staged more
                     wait(self._unfinished, timeout=WRITE_STOP_SECONDS)
                     self.write.abort()
 
-    def _start_feeds(self) -> None:
-        """Get the units of the plan's feeds ready to hand out (their providers start as the
-        first task asks), served to workers when tasks run there."""
-        if not self.state.plan.feeds:
-            return
-        if self.state.services.feeds is None:
-            raise QueryFailed("the plan reads a work-unit feed, but the run was given no feed service")
-        if self.state.plan.is_distributed and _feed_would_leak_token(
-            self.state.services.feeds.host, self.state.workers
-        ):
-            raise QueryFailed(
-                "the plan reads a work-unit feed, and the workers are reached over TLS, but the "
-                f"coordinator's feed service serves plain gRPC on {self.state.services.feeds.host}: workers would "
-                "send it the cluster's token unencrypted. Run the workers where they reach the "
-                "coordinator on loopback (feed_host 127.0.0.1), or read the data as a table"
-            )
-        try:
-            self.state.feeds = self.state.services.feeds.start(
-                self.state.query_id, self.state.plan.feeds, serve=self.state.plan.is_distributed
-            )
-        except LookupError as exc:
-            raise QueryFailed(str(exc)) from exc
-
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()
         self.run_stages([stage.id for stage in self.state.plan.stages[:-1]])
-        final = self.adapted(self.state.plan.final)
+        final = self.adapter.adapted(self.state.plan.final)
+        assert final is not None  # the final stage runs inside no other
         if self.write is not None:
             yield self._written()
         elif len(self.state.tasks_of(final)) == 1:
@@ -499,61 +398,7 @@ class QueryRun:
         for batch in self.head.gather(on_restart=counts.clear):  # a recomputed task counts once
             counts.append(batch)
         total = sum(pc.sum(batch.column(0)).as_py() or 0 for batch in counts)
+        assert self.write is not None  # see `_run`
         self.write.commit(task.index for task in self.tasks_run[final.id])
         schema = counts[0].schema if counts else pa.schema([pa.field("count", pa.uint64())])
         return pa.record_batch([pa.array([total], schema.field(0).type)], schema=schema)
-
-    def release(self) -> None:
-        """Delete this query's data on the workers it ran tasks on, all at once. A query run
-        wholly in the coordinator calls no worker. Lost workers are sent it too, in the
-        background (one may have come back), without waiting; their TTL sweep is the backstop.
-
-        Sent as `cancel`, which also stops any task of the query still running (after an error,
-        a cancellation or an early close) and refuses late ones. The workers stay probed until
-        every call has answered: one that stops answering meanwhile (frozen after its last task)
-        is given up on once lost to liveness, as during the query, rather than after
-        `connect_timeout`; its call goes on in the background."""
-        try:
-            self.shipper.discard()
-            for url in sorted(self.state.contacted & self.state.dead):
-                kept_threads.submit(self._cancel_on, url)  # bounded by connect_timeout; errors ignored
-            calls = {
-                kept_threads.submit(self._cancel_on, url): url
-                for url in sorted(self.state.contacted - self.state.dead)
-            }
-            pending = set(calls)
-            while pending:
-                done, pending = wait(pending, timeout=POLL_SECONDS)
-                for call in done:
-                    if (error := call.result()) is not None:
-                        log.warning(
-                            "could not release query %s on %s: %s", self.state.query_id, calls[call], error
-                        )
-                for call in [c for c in pending if self.state.liveness.lost(calls[c])]:
-                    pending.discard(call)  # left to finish (or time out) in the background
-                    log.warning(
-                        "could not release query %s on %s: %s",
-                        self.state.query_id,
-                        calls[call],
-                        self.state.liveness.unreachable(calls[call]),
-                    )
-        finally:
-            self.state.liveness.forget(self.state.query_id)
-
-    def _cancel_on(self, url: str) -> Exception | None:
-        try:
-            self.state.services.clients.get(url).cancel(self.state.query_id)
-        except WORKER_ERRORS as exc:
-            return exc
-        return None
-
-
-def _feed_would_leak_token(feed_host: str, workers: Sequence[str]) -> bool:
-    """Whether workers reached over TLS would ask a feed service that is not on loopback (it
-    serves plain gRPC, and every call carries the cluster's token)."""
-    if not any(url.startswith("grpc+tls://") for url in workers):
-        return False
-    try:
-        return not ipaddress.ip_address(feed_host).is_loopback
-    except ValueError:  # a host name
-        return feed_host != "localhost"

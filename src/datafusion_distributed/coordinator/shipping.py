@@ -40,7 +40,7 @@ class TableShipper:
     """Provides the shipped memory tables of one query run as producer outputs
     (`run.results` and `run.placement` under each table's id)."""
 
-    def __init__(self, run: RunState):
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self._folder: str | None = None  # where tables are written in place, made on first use
         self._exit_key: int | None = None
@@ -99,10 +99,10 @@ class TableShipper:
         path (no copy of the data), or rebuilt from its bytes when the run has no such plan."""
         plan = self.run.plan
         if plan.physical is not None and plan.session is not None:
-            node = plan.physical
+            node: ExecutionPlan | None = plan.physical
             try:
                 for index in table.path:
-                    node = node.children()[index]
+                    node = node.children()[index] if node is not None else None
             except IndexError:
                 node = None
             if node is not None and node.display().startswith("DataSourceExec"):
@@ -161,7 +161,7 @@ class TableShipper:
             finally:
                 batches.close()
             partitions.append(result)
-            if result.path is not None and schema is None:
+            if result.path is not None and schema is None and batch_schema is not None:
                 schema = batch_schema.serialize().to_pybytes()
         return TaskResult(tuple(partitions), schema, time.perf_counter() - started, 0)
 

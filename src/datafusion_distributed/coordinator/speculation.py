@@ -69,7 +69,7 @@ class Speculation:
         submit: Submit,
         route: Route,
         given_up: GivenUp,
-    ):
+    ) -> None:
         self.state = state
         self.rule: StragglerRule | None = state.options.speculation
         self._tasks = tasks  # the scheduler's: each started stage's tasks
@@ -117,7 +117,9 @@ class Speculation:
         if (stage.id, index) in self._tried or stage.feeds or self._writes_files(stage):
             return False
         tasks = len(self._tasks.get(stage.id, ()))
-        return self.rule.is_straggler(elapsed, self._finished.get(stage.id, []), tasks)
+        return self.rule is not None and self.rule.is_straggler(
+            elapsed, self._finished.get(stage.id, []), tasks
+        )
 
     def _writes_files(self, stage: Stage) -> bool:
         return self.state.plan.write is not None and stage.id == self.state.plan.final.id
@@ -174,7 +176,7 @@ class Speculation:
             else None
         )
         for attempt in failed:
-            if attempt is not last and not attempt.reported:
+            if attempt is not last and not attempt.reported and attempt.failure is not None:
                 attempt.reported = True
                 self.state.events.task_failed(
                     race.stage.id, race.index, attempt.worker, attempt.number, attempt.failure

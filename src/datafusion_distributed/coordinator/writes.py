@@ -47,7 +47,7 @@ class StagedWrite:
     Attempts are counted here, in the thread that sends tasks, so a task's last attempt sent
     is the one whose result the query keeps: its folder is the one committed."""
 
-    def __init__(self, sink: FileSink, query_id: str):
+    def __init__(self, sink: FileSink, query_id: str) -> None:
         self.sink = sink
         self.query_id = query_id
         self.destination = local_folder(sink.destination)

@@ -296,17 +296,16 @@ def _apply(query: QueryRecord, event: Event) -> None:
     """Update `query` with what `event` reports."""
     kind, at = event.kind, event.at
     stage = query.stages.get(event.stage) if event.stage is not None else None
+    key = (event.stage or 0, event.task or 0, event.attempt or 0)  # a task's events name all three
     if kind is EventKind.STAGE_STARTED and stage is not None:
         stage.state, stage.started, stage.tasks = RUNNING, at, event.tasks or 0
     elif kind is EventKind.TASK_STARTED and stage is not None:
-        key = (event.stage, event.task, event.attempt or 0)
         query.attempts[key] = TaskAttempt(*key, event.worker or "", at)
         stage.running += 1
         if event.attempt:
             stage.retried += 1
     elif kind is EventKind.TASK_FINISHED and stage is not None:
         report: TaskReport | None = event.metrics
-        key = (event.stage, event.task, event.attempt or 0)
         attempt = query.attempts.get(key)
         if attempt is None:  # the last stage, run in the coordinator: it reports only its end
             wall = report.wall_seconds if report is not None else 0.0
@@ -325,7 +324,7 @@ def _apply(query: QueryRecord, event: Event) -> None:
             if event.stage == query.final:
                 query.rows += report.rows
     elif kind is EventKind.TASK_FAILED and stage is not None:
-        attempt = query.attempts.get((event.stage, event.task, event.attempt or 0))
+        attempt = query.attempts.get(key)
         if attempt is not None and attempt.state == RUNNING:
             stage.running = max(0, stage.running - 1)
             attempt.state, attempt.ended = "failed", at

@@ -41,7 +41,7 @@ SECURITY_HEADERS = {
 
 
 def _static(name: str) -> bytes:
-    return resources.files(__package__).joinpath("static", name).read_bytes()
+    return resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
 
 
 class Dashboard:

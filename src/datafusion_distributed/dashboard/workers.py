@@ -140,7 +140,7 @@ class WorkerStatus:
         if self._liveness.lost(url):
             return WorkerState(url, "lost", running, lost_at=lost_at, checked_at=checked)
         pending = call is not None and not call[1].done()
-        waiting = pending and (waited or time.monotonic() - call[0] > self.wait_seconds)
+        waiting = call is not None and pending and (waited or time.monotonic() - call[0] > self.wait_seconds)
         if waiting or answered is None:  # asked long ago with no answer yet, or asked just now
             health = "not answering" if waiting else "checking"
             return WorkerState(url, health, running, lost_at=lost_at, checked_at=checked)

@@ -10,6 +10,8 @@ stage one task).
 
 A plan is sent to workers only when it travels faithfully through DataFusion's serialisation
 (`fidelity`); otherwise it runs on one node, from memory, with the reason in its display.
-Modules: `planner` (the cut), `boundaries` (where to cut and what forbids splitting),
-`fidelity` (what may travel), `config` (the settings that shape a plan).
+Modules: `planner` (the passes, in order, each in a module named by what it does:
+`series_repair`, `cut_boundaries`, `task_counts`, `fold_boundaries`, `build_stages`, then
+`fidelity`, over the `fragments` they fill in), `boundaries` (where to cut and what forbids
+splitting), `config` (the settings that shape a plan).
 """

@@ -94,7 +94,9 @@ def build_side_of(plan: DistributedPlan, stage: Stage) -> int | None:
     """The id of the stage writing the build side of the join that could read `stage`'s
     output without a shuffle (see `distributed_planner.broadcast`), if there is one."""
     join = _join_probing(plan, stage)
-    return None if join is None else join.inputs[join.broadcast.build].producer
+    if join is None or join.broadcast is None:
+        return None
+    return join.inputs[join.broadcast.build].producer
 
 
 def _join_probing(plan: DistributedPlan, stage: Stage) -> Stage | None:
@@ -159,6 +161,8 @@ def adapt(
     stage = request.stage
     if adaptation.broadcast:
         join = _join_probing(plan, stage)
+        if join is None or join.broadcast is None or request.build_size is None:
+            raise ValueError(f"stage {stage.id} feeds no join that could collect its build side")
         rows, size = request.build_size
         record = AdaptiveDecision(
             stage.id,
@@ -300,6 +304,8 @@ def broadcast_switched(plan: DistributedPlan, join: Stage, probe: Stage) -> Dist
     task of `join`, its work (below its repartition) where `join` read it, its inputs read
     there as it read them; the build side is read whole by every task."""
     variant = join.broadcast
+    if variant is None:
+        raise ValueError(f"stage {join.id} has no broadcast variant")
     marker = join.inputs[variant.probe].where.marker
     own = join.inputs[: variant.probe] + probe.inputs + join.inputs[variant.probe + 1 :]
     inputs = tuple(

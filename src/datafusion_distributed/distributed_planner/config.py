@@ -12,6 +12,7 @@ import numbers
 import types
 import typing
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ..common.units import parse_bytes
 
@@ -33,7 +34,7 @@ def _accepts(kind: type, value: object) -> bool:
     return isinstance(value, kind)
 
 
-def check_types(config: object) -> None:
+def check_types(config: Any) -> None:
     """Check each field of the settings dataclass `config` against its annotation, naming the
     setting, before any range is checked; a byte size written as text ("64MiB", read by
     `common.units.parse_bytes`) becomes its number.

@@ -95,7 +95,7 @@ def unreachable_store(plan: DistributedPlan, stores: ObjectStores, session_hook:
 def check_feed_reads(plan: DistributedPlan) -> None:
     """Refuse a plan that would read a work-unit feed's table from DataFusion's own plan: its
     units are read only by plans that travel as bytes, so it would read no row."""
-    shown = plan.physical.display_indent() if plan.in_memory else ""
+    shown = plan.physical.display_indent() if plan.in_memory and plan.physical is not None else ""
     if FEED_FILE_PREFIX in shown.split("\n", 1)[0] and shown.startswith("DataSinkExec"):
         raise QueryFailed(
             "a work-unit feed table cannot be written to (INSERT INTO): its rows are its units', "
@@ -141,7 +141,9 @@ def choose_plan(
                 # Run exactly what the user's own context runs: planned with their settings
                 # (partitions, memory limit), showing their information_schema.
                 plan = single_node_plan(df.execution_plan(), ctx, plan.single_node, plan.final.reason)
-                if not plan.single_node:  # one task, not kept here for travelling unfaithfully
+                if (
+                    not plan.single_node and plan.physical is not None
+                ):  # one task, not kept for travelling unfaithfully
                     plan = dataclasses.replace(plan, physical=with_yield_points(plan.physical, ctx, logical))
     except Exception as exc:  # DataFusion raises plain Exception
         raise QueryFailed.of(exc) from (None if said_all(exc) else exc)

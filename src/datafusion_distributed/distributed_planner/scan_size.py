@@ -39,8 +39,9 @@ def scanned_bytes(scan: PlanNode) -> int:
     ):
         return whole
     sampled = files[:: -(-len(files) // SAMPLED_FILES)]  # at most SAMPLED_FILES, spread out
-    shares = [_column_share(f.local_path, f.size, columns) for f in sampled]
-    if any(share is None for share in shares):
+    found = [_column_share(f.local_path, f.size, columns) for f in sampled]
+    shares = [share for share in found if share is not None]
+    if len(shares) != len(found):
         return whole
     sampled_bytes = sum(f.bytes_read for f in sampled)
     read = sum(share * f.bytes_read for share, f in zip(shares, sampled, strict=True))

@@ -25,7 +25,7 @@ from datafusion.plan import ExecutionPlan, LogicalPlan
 from ..codec.cooperative import wrap_cooperative
 from ..runtime.task_plan import is_join
 from .fidelity import travel_blocker
-from .planner import as_sent
+from .series_repair import as_sent
 
 log = logging.getLogger(__name__)
 

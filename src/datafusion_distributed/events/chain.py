@@ -34,7 +34,7 @@ log = logging.getLogger("datafusion_distributed.events")
 class HandlerChain:
     """User handlers followed by the built-in ones; first answer wins, every handler is told."""
 
-    def __init__(self, handlers: Iterable[Any] = (), defaults: Iterable[Any] | None = None):
+    def __init__(self, handlers: Iterable[Any] = (), defaults: Iterable[Any] | None = None) -> None:
         self.user: tuple[Any, ...] = tuple(handlers)
         self.handlers: tuple[Any, ...] = self.user + tuple(DEFAULT_HANDLERS if defaults is None else defaults)
 

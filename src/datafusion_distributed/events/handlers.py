@@ -162,10 +162,10 @@ class AdaptiveDecision:
         """One line: what changed and why, e.g. `2 tasks -> 1: inputs 1.2 MiB, 30000 rows`."""
         by = f" (by {self.by})" if self.by else ""
         if self.broadcast is not None:
-            build, rows, size = self.broadcast
+            build, rows, collected = self.broadcast
             return (
                 f"runs inside stage {self.folded_into}, whose join collects stage {build} whole "
-                f"({rows} rows, {format_bytes(size)}) instead of shuffling both sides{by}"
+                f"({rows} rows, {format_bytes(collected)}) instead of shuffling both sides{by}"
             )
         size = f"inputs {format_bytes(self.input_bytes)}, {self.input_rows} rows"
         if self.folded_into is not None:

@@ -47,7 +47,7 @@ def _group_tokens(groups) -> list[str]:
     """`[a, b] [c]` as the tokens `[a,`, `b]`, `[c]`: the points where a long list may wrap."""
     if not groups:
         return ["(no files)"]
-    tokens = []
+    tokens: list[str] = []
     for group in groups:
         labels = [_file_label(f) for f in group] or [""]
         labels[0] = "[" + labels[0]
@@ -146,7 +146,7 @@ class Annotations:
 class _StageRenderer:
     """Renders one stage's nodes, inputs and files in a single walk of its plan."""
 
-    def __init__(self, stage: Stage, annotations: Annotations | None = None):
+    def __init__(self, stage: Stage, annotations: Annotations | None = None) -> None:
         self.stage = stage
         self.annotations = annotations or Annotations()
         self.pending_inputs = list(stage.inputs)

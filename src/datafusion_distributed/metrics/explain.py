@@ -64,7 +64,7 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
     each node's metrics summed over the stage's tasks, and each input's reads; `verbose` adds
     every metric, each task's line and per-task row counts to the text."""
 
-    def __init__(self, metrics: QueryMetrics, verbose: bool = False):
+    def __init__(self, metrics: QueryMetrics, verbose: bool = False) -> None:
         self.metrics = metrics
         self.verbose = verbose
         self._merged: dict[int, NodeMetrics | None] = {}  # per stage: its tasks' plans summed
@@ -100,7 +100,7 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         sm = self.metrics.stage(stage.id)
         at_input = reads is not None
         metrics = executed_node(stage, path, self._executed(stage), at_input) if sm is not None else None
-        if metrics is None:
+        if metrics is None or sm is None:
             return ""
         names = [n for n in SUMMARY if n in metrics.values]
         if self.verbose:

@@ -49,7 +49,7 @@ def outcome_of(error: BaseException | None) -> str:
 class QueryProgress:
     """Counters of one query, updated from events."""
 
-    def __init__(self, stages: int):
+    def __init__(self, stages: int) -> None:
         self.started = time.perf_counter()
         self.planned = stages
         self.folded = 0  # planned stages that run inside another (adaptive execution)
@@ -127,7 +127,7 @@ class ProgressDisplay(DistributedHandler):
             notebook (`is_jupyter`) draws the line as a notebook output instead.
     """
 
-    def __init__(self, console: Any = None):
+    def __init__(self, console: Any = None) -> None:
         self.console = console
         self._line: _TerminalLine | _NotebookLine | None = None
         self._progress: QueryProgress | None = None
@@ -182,7 +182,7 @@ class ProgressDisplay(DistributedHandler):
 class _TerminalLine:
     """The line on a terminal: a rich Live, redrawn by rich's own thread; its last drawing stays."""
 
-    def __init__(self, progress: QueryProgress, console: Any):
+    def __init__(self, progress: QueryProgress, console: Any) -> None:
         from rich.live import Live
 
         self.live = Live(
@@ -205,7 +205,7 @@ class _NotebookLine:
     thread also ends by itself once the query has ended, so an interrupted `stop` cannot
     leave it running."""
 
-    def __init__(self, progress: QueryProgress):
+    def __init__(self, progress: QueryProgress) -> None:
         self.progress = progress
         self._stopped = threading.Event()
         self._handle: Any = None
@@ -234,10 +234,10 @@ class _NotebookLine:
 class _Renderable:
     """Drawn by rich on each refresh, from the counters as they are then."""
 
-    def __init__(self, progress: QueryProgress):
+    def __init__(self, progress: QueryProgress) -> None:
         self.progress = progress
 
-    def __rich__(self):
+    def __rich__(self) -> Any:
         from rich.text import Text
 
         return Text(self.progress.text())

@@ -64,11 +64,11 @@ class TaskReport:
 def merge_nodes(nodes: list[NodeMetrics | None]) -> NodeMetrics | None:
     """Node metrics of several tasks of one stage summed node by node (their plans have one
     shape; where they differ, the first task's shape wins and the others are left out there)."""
-    nodes = [n for n in nodes if n is not None]
-    if not nodes:
+    present = [n for n in nodes if n is not None]
+    if not present:
         return None
-    first = nodes[0]
-    same = [n for n in nodes if n.name == first.name]
+    first = present[0]
+    same = [n for n in present if n.name == first.name]
     values: dict[str, int] = {}
     for node in same:
         for name, value in node.values.items():

@@ -19,7 +19,7 @@ class TaskRecorder:
     `inputs` are the task's inputs (TaskInput messages or the like: anything with `groups`
     of file locations that have a `size`)."""
 
-    def __init__(self, worker: str, inputs: Sequence[Any]):
+    def __init__(self, worker: str, inputs: Sequence[Any]) -> None:
         self.worker = worker
         self.started = time.perf_counter()
         self.inputs = len(inputs)

@@ -140,10 +140,11 @@ def summed(first: NodeMetrics | None, second: NodeMetrics | None) -> NodeMetrics
     values = dict(first.values)
     for name, value in second.values.items():
         values[name] = values.get(name, 0) + value
-    children = tuple(summed(a, b) for a, b in zip(first.children, second.children, strict=True))
-    if any(child is None for child in children):
+    children = [summed(a, b) for a, b in zip(first.children, second.children, strict=True)]
+    kept = tuple(child for child in children if child is not None)
+    if len(kept) != len(children):
         return None
-    return NodeMetrics(first.name, values, children)
+    return NodeMetrics(first.name, values, kept)
 
 
 # -- validation of what arrives on the wire ---------------------------------------------------

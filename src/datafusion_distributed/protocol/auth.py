@@ -53,7 +53,7 @@ class _Authenticated(flight.ServerMiddleware):
 class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
     """Refuses every call that does not carry `authorization: Bearer <token>`."""
 
-    def __init__(self, token: str):
+    def __init__(self, token: str) -> None:
         self._expected = f"Bearer {check_token(token)}".encode()
 
     def start_call(
@@ -74,7 +74,7 @@ class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
 
 
 class _BearerToken(flight.ClientMiddleware):
-    def __init__(self, header: str):
+    def __init__(self, header: str) -> None:
         self._header = header
 
     def sending_headers(self):
@@ -90,7 +90,7 @@ class _BearerToken(flight.ClientMiddleware):
 class TokenClientMiddlewareFactory(flight.ClientMiddlewareFactory):
     """Adds `authorization: Bearer <token>` to every call."""
 
-    def __init__(self, token: str):
+    def __init__(self, token: str) -> None:
         self._header = f"Bearer {check_token(token)}"
 
     def start_call(self, info: flight.CallInfo) -> flight.ClientMiddleware:

@@ -48,7 +48,7 @@ class LocalWriteError(RuntimeError):
 
     `writer` names this side in the message ("the coordinator", "worker <url>")."""
 
-    def __init__(self, path: str, error: OSError, writer: str = "this process"):
+    def __init__(self, path: str, error: OSError, writer: str = "this process") -> None:
         reason = f"[Errno {error.errno}] {error.strerror}" if error.errno and error.strerror else str(error)
         super().__init__(f"{writer} could not write its input copy {path}: {reason}")
         self.path = path
@@ -120,7 +120,7 @@ class ClientConfig:
 class WorkerClient:
     """Calls to one worker; thread-safe, one Flight connection per client."""
 
-    def __init__(self, url: str, settings: ClientConfig | None = None):
+    def __init__(self, url: str, settings: ClientConfig | None = None) -> None:
         self.url = url
         self.settings = settings or ClientConfig()
         s = self.settings
@@ -308,7 +308,7 @@ class WorkerClient:
         with self._lock:
             client, self._client = self._client, None
             idle = client is not None and client not in self._calls
-        if idle:
+        if idle and client is not None:
             client.close()
 
 
@@ -316,7 +316,7 @@ class _CopyTarget:
     """The local file a copy is written to: its own errors (OSError on open, write or close)
     become `LocalWriteError`, so they are never taken for a failure of the worker copied from."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.written = 0
         self._file = self._local(open, path, "wb")
@@ -344,7 +344,7 @@ class _CopyTarget:
 class ClientPool:
     """One WorkerClient per URL, shared by every query of a coordinator or worker."""
 
-    def __init__(self, settings: ClientConfig | None = None):
+    def __init__(self, settings: ClientConfig | None = None) -> None:
         self.settings = settings or ClientConfig()
         self._clients: dict[str, WorkerClient] = {}
         self._lock = threading.Lock()

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..common.urls import WORKER_URL_SCHEMES, is_worker_url
 from ..errors import WorkersNotFound
@@ -44,7 +44,7 @@ def _check_url(url: str) -> str:
 class StaticResolver:
     """A fixed list of worker URLs."""
 
-    def __init__(self, urls: Sequence[str]):
+    def __init__(self, urls: Sequence[str]) -> None:
         if not urls:
             raise ValueError("at least one worker URL is needed")
         self._urls = [_check_url(u) for u in urls]
@@ -58,7 +58,7 @@ class EnvResolver:
     """Worker URLs from the comma-separated environment variable DATAFUSION_DISTRIBUTED_WORKERS,
     read at every query so a changed variable takes effect."""
 
-    def __init__(self, variable: str = WORKERS_ENV):
+    def __init__(self, variable: str = WORKERS_ENV) -> None:
         self.variable = variable
 
     def get_urls(self) -> list[str]:
@@ -75,7 +75,7 @@ DNS_REFRESH_SECONDS = 5.0
 DNS_MAX_STALE_SECONDS = 30.0
 
 # (family, type, proto, canonname, sockaddr), as socket.getaddrinfo returns them
-AddressInfo = tuple[int, int, int, str, tuple]
+AddressInfo = tuple[Any, Any, int, str, tuple]
 Lookup = Callable[[str, int], Iterable[AddressInfo]]
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class DnsResolver:
         max_stale: float = DNS_MAX_STALE_SECONDS,
         lookup: Lookup = _lookup_tcp,
         clock: Callable[[], float] = time.monotonic,
-    ):
+    ) -> None:
         if not isinstance(host, str) or not host.strip() or any(c in host for c in "/ "):
             raise ValueError(
                 f"DnsResolver needs a bare DNS name such as 'workers.analytics.svc.cluster.local', got {host!r}"

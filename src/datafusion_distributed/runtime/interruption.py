@@ -44,7 +44,7 @@ class _Wait:
     REARM_SECONDS while the thread stays inside: Python code run in that thread by something
     else (a gc callback, a `__del__`) may receive it and have it ignored."""
 
-    def __init__(self, check: Callable[[], None]):
+    def __init__(self, check: Callable[[], None]) -> None:
         self.thread = 0  # the thread inside `next()`
         self.check = check
         self.lock = threading.Lock()

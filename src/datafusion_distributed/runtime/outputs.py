@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 from datafusion import SessionContext
@@ -61,10 +61,14 @@ class PlanRounds(Protocol):
     def finished(self, index: int, partitions: int) -> None:
         """One of the `partitions` output partitions is done with round `index`."""
 
+    @property
+    def metrics(self) -> Any:
+        """What the rounds' plans measured, summed (a `metrics.task_metrics.NodeMetrics`)."""
+
 
 def _stream_rounds(
     ctx: SessionContext, rounds: PlanRounds, partition: int, partitions: int, check: Callable[[], None]
-) -> Iterator[pa.RecordBatch]:
+) -> Generator[pa.RecordBatch, None, None]:
     """Output partition `partition` of every round's plan, one round after another."""
     index = 0
     while (plan := rounds.plan(index, check)) is not None:
@@ -91,14 +95,15 @@ def write_partition_file(
     Returns the partition's output and the batches' schema (None when no row)."""
     writer = sink = None
     rows = written = 0
-    schema = file_schema = None
+    schema: pa.Schema | None = None
+    file_schema: pa.Schema | None = None
     renamed = False
     dictionaries = DictionaryUnifier()
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            if writer is None:
+            if writer is None or schema is None or file_schema is None:
                 schema = batch.schema
                 file_schema = unique_names(schema)
                 renamed = file_schema.names != schema.names
@@ -182,7 +187,8 @@ def write_task_outputs(
 
     # Every partition at once (they may wait on each other); the last one on this thread.
     futures = [kept_threads.submit(write, p) for p in range(count - 1)]
-    last = error = None
+    last: tuple[PartitionOutput, pa.Schema | None] | None = None
+    error: BaseException | None = None
     try:
         last = write(count - 1)
     except BaseException as exc:
@@ -191,6 +197,7 @@ def write_task_outputs(
     errors = [e for e in (error, *(f.exception() for f in futures)) if e is not None]
     if errors:  # the error that stopped the task, not the partitions it stopped
         raise next((e for e in errors if not isinstance(e, _OtherPartitionFailed)), errors[0])
+    assert last is not None  # the last partition raised, or wrote
     results = [f.result() for f in futures] + [last]
     schema = next((s for _, s in results if s is not None), None)
     return TaskOutput(

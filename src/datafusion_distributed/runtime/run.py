@@ -69,6 +69,7 @@ def run_task(
 
     planned_rounds = rounds(lambda marker, leaf: build([(marker, leaf)])) if rounds is not None else None
     physical = planned_rounds.plan(0) if planned_rounds is not None else build(leaves)
+    assert physical is not None  # a task has at least one round
     if write_to is None:
         return RanTask(physical, batches=stream_partitions(ctx, physical, check=check))
     output = write_task_outputs(

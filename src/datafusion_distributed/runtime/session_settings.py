@@ -127,7 +127,7 @@ class TaskSessions:
     seen by another query's tasks, and never replaces the store of a session hook for tasks
     that bring none. A `build` that fails is tried again by the next task."""
 
-    def __init__(self, build: Callable[[], SessionContext], kept: int = SESSIONS_KEPT):
+    def __init__(self, build: Callable[[], SessionContext], kept: int = SESSIONS_KEPT) -> None:
         self._build = build
         self._kept = kept
         self._base: SessionContext | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 import pyarrow as pa
 from datafusion import SessionContext
@@ -26,7 +26,7 @@ def stream_partition(
     plan: ExecutionPlan,
     partition: int,
     check: Callable[[], None] | None = None,
-) -> Iterator[pa.RecordBatch]:
+) -> Generator[pa.RecordBatch, None, None]:
     """The batches of one output partition of `plan`, run in `ctx`, as they are produced.
 
     `check` is called before every batch and, while DataFusion works on the next one, every
@@ -45,7 +45,7 @@ def stream_partition(
             if check is not None:
                 check()
             batch = next_batch(held, waiting)
-            if batch is INTERRUPTED:
+            if batch is INTERRUPTED and check is not None:  # only a watched wait is interrupted
                 check()  # raises the reason, as the watchdog saw it
                 raise TaskCancelled("the task was stopped")
             if batch is None:
@@ -66,7 +66,7 @@ def stream_partitions(
     buffered: int = 4,
     *,
     check: Callable[[], None] | None = None,
-) -> Iterator[pa.RecordBatch]:
+) -> Generator[pa.RecordBatch, None, None]:
     """Stream every partition of `plan` at once, as DataFusion itself does.
 
     Partitions of one plan can depend on each other (a CollectLeft join's partitions wait for

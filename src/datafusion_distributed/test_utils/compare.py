@@ -38,6 +38,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .distribution import LEDGER
+
 __all__ = [
     "assert_tables_equal",
     "is_ordered_query",
@@ -110,7 +112,7 @@ def _tokens(sql: str) -> list[tuple[str, str]]:
     """Split SQL into (kind, text) tokens, dropping whitespace and comments."""
     out = []
     for match in _TOKEN.finditer(sql):
-        kind = match.lastgroup
+        kind = match.lastgroup or ""
         if kind in ("space", "line_comment", "block_comment"):
             continue
         out.append((kind, match.group()))
@@ -226,7 +228,9 @@ def _column_values(column: pa.ChunkedArray) -> list[Any]:
 class _Comparer:
     """Compares rows of two results with the given column names and tolerances."""
 
-    def __init__(self, names: Sequence[str], approximate: Sequence[bool], rel_tol: float, abs_tol: float):
+    def __init__(
+        self, names: Sequence[str], approximate: Sequence[bool], rel_tol: float, abs_tol: float
+    ) -> None:
         self.names = list(names)
         self.approximate = list(approximate)  # per column: is either side floating point?
         self.rel_tol = rel_tol
@@ -249,7 +253,9 @@ class _Comparer:
                 if isinstance(exact, decimal.Decimal) and exact.is_finite():
                     # A decimal holds the exact value cut to its scale: allow one unit in
                     # its last digit, e.g. 0.050081 (scale 6) matches 0.0500813390.
-                    abs_tol = max(abs_tol, float(decimal.Decimal(1).scaleb(exact.as_tuple().exponent)))
+                    exponent = exact.as_tuple().exponent
+                    assert isinstance(exponent, int)  # a finite decimal's
+                    abs_tol = max(abs_tol, float(decimal.Decimal(1).scaleb(exponent)))
             return math.isclose(fa, fb, rel_tol=self.rel_tol, abs_tol=abs_tol)
         if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
             return len(a) == len(b) and all(self.equal(x, y) for x, y in zip(a, b, strict=True))
@@ -376,7 +382,11 @@ def assert_tables_equal(
     See the module docstring for what is compared in each case.
 
     ``rel_tol`` / ``abs_tol``: tolerance used whenever one of two numbers is floating point.
+
+    Each call is counted (see `distribution`): a test comparing a distributed answer also
+    shows how its query ran.
     """
+    LEDGER.compared += 1
     actual = to_arrow_table(actual)
     expected = to_arrow_table(expected)
 
@@ -400,14 +410,13 @@ def assert_tables_equal(
     key_indexes: list[int] | None = None
     content_only = False  # ordered by something that cannot be checked: compare content
     if ordered and order_by is not None:
-        key_indexes = [_key_index(k, names) for k in order_by]
-        if None in key_indexes:
+        key_indexes = _key_indexes(order_by, names)
+        if key_indexes is None:
             raise ValueError(f"order_by {list(order_by)} names a column not in {names}")
     elif ordered and sql is not None and is_ordered_query(sql):
         keys = order_by_keys(sql)
-        key_indexes = None if keys is None else [_key_index(k, names) for k in keys]
-        if key_indexes is None or None in key_indexes:
-            key_indexes, content_only = None, True
+        key_indexes = None if keys is None else _key_indexes(keys, names)
+        content_only = key_indexes is None
 
     comparer = _Comparer(names, approximate, rel_tol, abs_tol)
     a_rows, e_rows = _rows(actual), _rows(expected)
@@ -424,6 +433,12 @@ def _rows(table: pa.Table) -> list[tuple]:
     if table.num_columns == 0:
         return [()] * table.num_rows
     return list(zip(*(_column_values(c) for c in table.columns), strict=True))
+
+
+def _key_indexes(keys: Sequence[str | int], names: Sequence[str]) -> list[int] | None:
+    """The column index of each key, or None when one names no column."""
+    found = [_key_index(k, names) for k in keys]
+    return None if None in found else [i for i in found if i is not None]
 
 
 def _key_index(key: str | int, names: Sequence[str]) -> int | None:

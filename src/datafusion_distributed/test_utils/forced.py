@@ -10,6 +10,7 @@ may switch to collecting their build side switched.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ..api.config import DistributedConfig
 from ..events.handlers import Adaptation, AdaptRequest, DistributedHandler, TaskCount, TaskCountRequest
@@ -46,7 +47,7 @@ class SplitEveryStage(DistributedHandler):
         return Adaptation(tasks=request.stage.task_count, split=split) if split else None
 
 
-def forced_distribution(**config: object) -> dict[str, object]:
+def forced_distribution(**config: Any) -> dict[str, Any]:
     """Keyword arguments for DistributedContext that force distribution; `config` overrides
     fields of FORCED_CONFIG (e.g. query_timeout)."""
     return {"config": replace(FORCED_CONFIG, **config), "handlers": [SplitEveryStage()]}

@@ -24,6 +24,7 @@ from ..distributed_planner.planner import plan_stages
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import DistributedPlan
 from .compare import assert_tables_equal
+from .distribution import assert_ran_distributed, assert_ran_on_one_node
 from .local_runner import LocalStageRunner
 
 __all__ = [
@@ -114,12 +115,18 @@ def exchange_nodes(root: PlanNode) -> list[str]:
 def assert_distributed_matches(
     ctx: SessionContext, sql: str, config: QueryPlanConfig, timeout: float = 300, **compare: Any
 ) -> tuple[DistributedPlan, pa.Table]:
-    """Plan `sql` distributed, run it locally and assert it equals the single-node answer.
+    """Plan `sql` distributed, run it locally and assert it equals the single-node answer,
+    and show how it ran (`assert_ran_distributed`, or `assert_ran_on_one_node` for a plan of
+    one task).
 
     `ctx` must have been made by :func:`planning_context` (or with the same settings) for
     `config`. Extra keyword arguments go to :func:`assert_tables_equal`.
     """
     plan = plan_distributed(ctx, sql, config)
+    if plan.is_distributed:  # shown either way: callers assert the shape they expect
+        assert_ran_distributed(plan)
+    else:
+        assert_ran_on_one_node(plan)
     expected = ctx.sql(sql).to_arrow_table()
     actual = run_distributed(plan, expected.schema, timeout)
     assert_tables_equal(actual, expected, sql=sql, **compare)

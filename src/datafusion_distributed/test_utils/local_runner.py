@@ -30,7 +30,9 @@ from ..runtime.session_settings import TaskSessions
 class LocalStageRunner:
     """Runs every task of every stage sequentially in this process."""
 
-    def __init__(self, session_builder: SessionBuilder | None = None, compression: str | None = "lz4"):
+    def __init__(
+        self, session_builder: SessionBuilder | None = None, compression: str | None = "lz4"
+    ) -> None:
         self._builder = session_builder
         self._compression = compression
 
@@ -60,6 +62,7 @@ class LocalStageRunner:
                 self._resolved(stage, task, outputs),
                 write_to=OutputFiles(folder, self._compression),
             )
+            assert ran.output is not None  # a task run with `write_to` writes files
             written.append(ran.output)
         return written
 
@@ -80,7 +83,9 @@ class LocalStageRunner:
             final = plan.final
             tasks = self._tasks(final, outputs)
             if len(tasks) == 1:
-                yield from run_task(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs)).batches
+                batches = run_task(ctx, tasks[0].plan, self._resolved(final, tasks[0], outputs)).batches
+                assert batches is not None  # a task run without `write_to` streams
+                yield from batches
             else:
                 yield from read_outputs(self._write_stage(ctx, final, outputs, scratch))
         finally:

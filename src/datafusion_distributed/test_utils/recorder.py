@@ -17,4 +17,4 @@ class EventRecorder:
 
     def lost(self) -> list[str]:
         """The workers reported unreachable, in the order they were reported."""
-        return [e.worker for e in self.events if e.kind is EventKind.WORKER_UNREACHABLE]
+        return [e.worker or "" for e in self.events if e.kind is EventKind.WORKER_UNREACHABLE]

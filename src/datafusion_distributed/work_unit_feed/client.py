@@ -30,7 +30,7 @@ class RemoteUnits:
         connect_options: dict[str, Any] | None = None,
         timeout: float = 600.0,
         connect_timeout: float = 30.0,
-    ):
+    ) -> None:
         self.url = url
         self._request = {"query_id": query_id, "token": token, "scan": scan_id}
         self._connect_options = connect_options or {}

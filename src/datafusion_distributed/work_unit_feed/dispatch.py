@@ -45,7 +45,7 @@ class Unit:
 class UnitLog:
     """The units one feed's provider gave in one query, pulled as tasks need more."""
 
-    def __init__(self, feed: WorkUnitFeed):
+    def __init__(self, feed: WorkUnitFeed) -> None:
         self.feed = feed
         self.units: list[bytes] = []
         self.names: list[str] = []  # each unit's repr, to name it in errors
@@ -119,7 +119,7 @@ class FeedRun:
     """The units of one query's feed scans, handed to task attempts as they ask (see the
     module's docstring). Thread-safe."""
 
-    def __init__(self, query_id: str, feeds: Mapping[str, WorkUnitFeed], scans: Sequence[FeedScan]):
+    def __init__(self, query_id: str, feeds: Mapping[str, WorkUnitFeed], scans: Sequence[FeedScan]) -> None:
         self.query_id = query_id
         self.feeds = dict(feeds)
         logs = {feed_id: UnitLog(feed) for feed_id, feed in self.feeds.items()}

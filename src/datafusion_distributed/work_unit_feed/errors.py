@@ -7,7 +7,7 @@ class FeedError(RuntimeError):
     """A feed could not give a query its rows: `source` is "provider" (listing units failed)
     or "reader" (reading the unit `unit`, shown by its repr, failed); `feed` is its name."""
 
-    def __init__(self, feed: str, source: str, unit: str | None, detail: str):
+    def __init__(self, feed: str, source: str, unit: str | None, detail: str) -> None:
         where = (
             f"reading unit {unit}" if source == "reader" else f"its provider ({unit or 'before any unit'})"
         )

@@ -36,10 +36,12 @@ class FeedReader:
     workers pickled, without the provider). `native` is "parquet" for a feed of Parquet files
     (read by DataFusion in the tasks; `batches` reads one with pyarrow, for `read_units`)."""
 
-    def __init__(self, name: str, read: Reader | str, schema: pa.Schema):
+    def __init__(self, name: str, read: Reader | str, schema: pa.Schema) -> None:
         self.name = name
+        if isinstance(read, str) and not _is_parquet(read):
+            raise ValueError(f"a feed's reader is a function or {PARQUET!r}, not {read!r}")
         self.native = PARQUET if _is_parquet(read) else None
-        self.read = _read_parquet_file if self.native else read
+        self.read: Reader = _read_parquet_file if isinstance(read, str) else read
         self.schema = schema
 
     def _takes_columns(self) -> bool:
@@ -169,7 +171,7 @@ class WorkUnitFeed:
         schema: pa.Schema,
         *,
         tasks: int | None = None,
-    ):
+    ) -> None:
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         if len(set(schema.names)) != len(schema.names) or not len(schema):
@@ -252,7 +254,7 @@ class UnitIterator:
     """A provider's units for one query, pulled one at a time; `close()` stops the provider
     (a generator's `finally` runs), from any thread, also while a unit is being produced."""
 
-    def __init__(self, source: Iterator | _AsyncUnits):
+    def __init__(self, source: Iterator | _AsyncUnits) -> None:
         self._source = source
         self._lock = threading.Lock()
         self._busy = False
@@ -299,12 +301,12 @@ class UnitIterator:
 class _AsyncUnits:
     """An async iterable read from synchronous code, on an event loop of its own."""
 
-    def __init__(self, source: Any):
+    def __init__(self, source: Any) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feed-provider", daemon=True)
         self._thread.start()
         self._iterator = source.__aiter__()
-        self._pending = None
+        self._pending: concurrent.futures.Future | None = None
         self._lock = threading.Lock()
 
     def __next__(self) -> Any:
@@ -353,7 +355,7 @@ def read_units(feed: WorkUnitFeed) -> pa.Table:
     """
     units = feed.open_units()
     reader = feed.reader
-    batches = []
+    batches: list[pa.RecordBatch] = []
     try:
         while True:
             try:

@@ -55,14 +55,37 @@ class UnitSource(Protocol):
 class ScanOfFeed(Protocol):
     """What a stage's FeedScan and a task's FeedTask both say of a feed scan (`SCAN_FIELDS`)."""
 
-    marker: bytes
-    scan: bytes
-    scan_id: int
-    columns: tuple[str, ...] | None
-    plain: bool
-    native: bool
-    predicate: bytes | None
-    predicate_shown: str
+    @property
+    def marker(self) -> bytes:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def scan(self) -> bytes:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def scan_id(self) -> int:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def plain(self) -> bool:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def native(self) -> bool:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def predicate(self) -> bytes | None:
+        """See `SCAN_FIELDS`."""
+
+    @property
+    def predicate_shown(self) -> str:
+        """See `SCAN_FIELDS`."""
 
 
 # the fields of a feed scan that go from a stage's FeedScan to its tasks' FeedTask and FeedToRead
@@ -254,7 +277,7 @@ class FeedRounds:
 
     def __init__(
         self, feed: FeedToRead, check: Callable[[], None], build: Callable[[bytes, bytes], ExecutionPlan]
-    ):
+    ) -> None:
         self.feed = feed
         self.check = check
         self.build = build
@@ -343,7 +366,7 @@ def read_feeds(
 class LocalUnits:
     """Units of a task attempt run in the coordinator itself: asked of its FeedRun directly."""
 
-    def __init__(self, run: FeedRun, token: str, scan_id: int):
+    def __init__(self, run: FeedRun, token: str, scan_id: int) -> None:
         self.run = run
         self.token = token
         self.scan_id = scan_id

@@ -35,7 +35,7 @@ class FeedServer(flight.FlightServerBase):
         middleware: Flight server middleware (the cluster's token check), by name.
     """
 
-    def __init__(self, host: str = "127.0.0.1", middleware: dict[str, Any] | None = None):
+    def __init__(self, host: str = "127.0.0.1", middleware: dict[str, Any] | None = None) -> None:
         super().__init__(f"grpc://{host}:0", middleware=middleware)
         self.url = f"grpc://{host}:{self.port}"
         self._runs: dict[str, FeedRun] = {}

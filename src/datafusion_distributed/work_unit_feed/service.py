@@ -37,7 +37,7 @@ class FeedService:
 
     def __init__(
         self, host: str = "127.0.0.1", middleware: Callable[[], dict[str, Any] | None] | None = None
-    ):
+    ) -> None:
         self.host = host
         self._middleware = middleware or (lambda: None)
         self._feeds: dict[str, WorkUnitFeed] = {}
@@ -99,6 +99,7 @@ class FeedService:
         run = FeedRun(query_id, feeds, scans)
         if serve:
             self.url  # noqa: B018 - started before the first task asks
+            assert self._server is not None  # `url` starts it
             self._server.add(run)
         return run
 

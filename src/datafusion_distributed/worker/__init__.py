@@ -1,4 +1,4 @@
-"""The worker: its Flight service (`flight_worker`), the spool that holds task outputs (`spool`),
+"""The worker: its Flight service (`flight_worker`), the tasks it runs (`task_runner`), the spool that holds task outputs (`spool`),
 the queries it was told to cancel (`cancellation`), the count of what it served (`served`) and
 its drain (`drain`: no new task once asked to leave, the running ones and held outputs waited for).
 Task execution itself is shared with the coordinator's head stage, in `runtime/`.

@@ -17,7 +17,7 @@ class Cancellations:
     """The queries (and single task attempts) a worker was told to cancel, each remembered for
     `ttl_seconds` (at most `max_entries`)."""
 
-    def __init__(self, ttl_seconds: float = 3600.0, max_entries: int = 100_000):
+    def __init__(self, ttl_seconds: float = 3600.0, max_entries: int = 100_000) -> None:
         self.ttl_seconds = ttl_seconds
         self.max_entries = max_entries
         self._at: dict[str | TaskKey, float] = {}  # a query id, or one attempt

@@ -35,7 +35,7 @@ class Drain:
             the drain waits until there are none.
     """
 
-    def __init__(self, held_queries: Callable[[], list[str]]):
+    def __init__(self, held_queries: Callable[[], list[str]]) -> None:
         self._held_queries = held_queries
         self._running = 0
         self._changed = threading.Condition()

@@ -6,32 +6,23 @@ import functools
 import json
 import logging
 import os
-import pickle
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
-from datafusion import SessionContext
-from datafusion.plan import ExecutionPlan
 
-from ..codec import ScannedFile
-from ..common.errors import failure_message, is_failure
+from ..common.errors import is_failure
 from ..common.fs import lies_in, makedirs
 from ..common.memory import resident_bytes
 from ..common.version import __version__
 from ..events.chain import HandlerChain
-from ..events.handlers import PlanRewriteRequest
-from ..execution_plans.object_stores import ObjectStores, with_store_hint
-from ..metrics.recorder import TaskRecorder
-from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, connect_options, read_pem, token_from_env
-from ..protocol.fetch import fetch_input
-from ..protocol.flight import ClientConfig, ClientPool, lost_worker, lost_worker_info
+from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
+from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.messages import (
     PROTOCOL_VERSION,
-    FileLocation,
     PartitionResult,
     ProtocolError,
     RunTask,
@@ -45,17 +36,14 @@ from ..protocol.messages import (
     decode_ticket,
     encode,
 )
-from ..runtime.inputs import resolve_inputs
 from ..runtime.outputs import write_partition_file
-from ..runtime.run import OutputFiles, run_task
 from ..runtime.session import SessionBuilder, accepts_runtime, task_session
-from ..runtime.session_settings import TaskSessions, TaskSettings
-from ..work_unit_feed.client import RemoteUnits
-from ..work_unit_feed.reading import FeedRounds, FeedToRead, read_feeds
+from ..runtime.session_settings import TaskSessions
 from .cancellation import Cancellations
 from .drain import Drain, TaskRefused, draining_info
 from .served import ServedBytes
 from .spool import Spool
+from .task_runner import TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +95,7 @@ class FlightWorker(flight.FlightServerBase):
         memory_limit_bytes: int | None = None,
         handlers: Sequence[Any] | None = None,
         shared_spool_root: str | None = None,
-    ):
+    ) -> None:
         auth_token = auth_token or token_from_env()
         if auth_token is None and not insecure_no_auth:
             raise ValueError(
@@ -139,12 +127,9 @@ class FlightWorker(flight.FlightServerBase):
         self.authenticated = auth_token is not None
         self.memory_limit_bytes = memory_limit_bytes
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
-        self._readable_spools = (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ())
         self._cancelled = Cancellations(spool_ttl)
         self.served = ServedBytes()  # what left this worker over Flight (reported by `health`)
-        # built by the first task, then shared (and copied for tasks carrying settings)
-        self._sessions = TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes))
-        self._handlers = HandlerChain.of(handlers)  # plan rewrites (see events)
+        self._stopped = threading.Event()
         self._clients = ClientPool(
             ClientConfig(
                 timeout=fetch_timeout,
@@ -155,8 +140,18 @@ class FlightWorker(flight.FlightServerBase):
                 tls_client_key=key,
             )
         )
+        self._runner = TaskRunner(
+            self.url,
+            self.spool,
+            self._cancelled,
+            TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes)),
+            HandlerChain.of(handlers),  # plan rewrites (see events)
+            self._clients,
+            (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ()),
+            memory_limit_bytes,
+            self._stopped,
+        )
         self._drain = Drain(self.spool.held_queries)
-        self._stopped = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
 
@@ -235,7 +230,7 @@ class FlightWorker(flight.FlightServerBase):
         return path
 
     @staticmethod
-    def _file_chunks(path: str, served: ServedBytes):
+    def _file_chunks(path: str, served: ServedBytes) -> Iterator[bytes]:
         """The bytes of an exchange file as they are: compressed batches are not decoded."""
         with open(path, "rb") as f:
             while chunk := f.read(CHUNK_BYTES):
@@ -278,7 +273,7 @@ class FlightWorker(flight.FlightServerBase):
             if not is_failure(exc):
                 raise
             log.warning("storing %s failed: %s", name, exc)
-            raise flight.FlightServerError(f"storing {name} failed: {self._describe(exc)}") from exc
+            raise flight.FlightServerError(f"storing {name} failed: {self._runner.describe(exc)}") from exc
         finally:
             if self._cancelled.is_cancelled(query_id):  # stored after the query's data was deleted
                 self.spool.release(query_id)
@@ -350,29 +345,6 @@ class FlightWorker(flight.FlightServerBase):
         held. Whether it did; what is left then costs its queries a recompute if the worker stops."""
         return self._drain.wait(timeout)
 
-    def _fetch(self, message: RunTask, location: FileLocation) -> tuple[ScannedFile, int]:
-        """One input of a task: read in place or copied into the task's inputs folder, charged
-        to the spool quota (a cancelled query fetches nothing more)."""
-        folder = self.spool.inputs_dir(message.key)
-
-        def before_copy(location: FileLocation) -> None:
-            self._cancelled.check(message.key)
-            self.spool.charge_input(message.key, location.size)
-
-        def made() -> str:
-            makedirs(folder)
-            return folder
-
-        return fetch_input(
-            location,
-            message.query_id,
-            self._clients,
-            made,
-            self._readable_spools,
-            before_copy,
-            writer=f"worker {self.url}",
-        )
-
     def _run_task(self, message: RunTask) -> TaskResult:
         started = time.perf_counter()
         name = f"query {message.query_id} stage {message.stage} task {message.task}"
@@ -382,125 +354,9 @@ class FlightWorker(flight.FlightServerBase):
         except TaskRefused as exc:  # refused before it did anything: its coordinator routes it elsewhere
             raise flight.FlightServerError(str(exc), extra_info=draining_info(message.worker)) from exc
         try:
-            return self._run_counted(message, started, name)
+            return self._runner.run(message, started, name)
         finally:
             self._drain.task_ends()
-
-    def _run_counted(self, message: RunTask, started: float, name: str) -> TaskResult:
-        """Run a task the drain counts as running (see `_run_task`)."""
-        query_id, key = message.query_id, message.key
-        cancelled = functools.partial(self._cancelled.is_cancelled, key)  # the query, or this attempt
-        sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end
-        try:
-            self._cancelled.check(key)
-            recorder = TaskRecorder(message.worker, message.inputs)
-            inputs, fetched = resolve_inputs(
-                message.inputs, lambda loc: recorder.read(loc, self._fetch, message, loc)
-            )
-            ctx = self._task_session(message.settings, message.object_stores)
-
-            def rewrite(plan: ExecutionPlan) -> ExecutionPlan:
-                return self._handlers.rewrite_plan(
-                    PlanRewriteRequest(
-                        message.query_id,
-                        message.stage,
-                        message.task,
-                        message.attempt,
-                        plan,
-                        ctx,
-                        message.worker,
-                    )
-                )
-
-            feeds = self._feeds_to_read(message, sources)
-            check = functools.partial(self._cancelled.check, key)
-            leaves: list[tuple[bytes, bytes]] = []
-            rounds = None
-            if len(feeds) == 1 and message.feeds[0].rounds:
-                rounds = functools.partial(FeedRounds, feeds[0], check)
-            else:
-                folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
-                charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
-                leaves = [(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)]
-            ran = run_task(
-                ctx,
-                message.plan,
-                inputs,
-                leaves,
-                rewrite=rewrite,
-                rounds=rounds,
-                write_to=OutputFiles(
-                    self.spool.attempt_dir(key),
-                    message.compression,
-                    path_for=lambda p: self.spool.attempt_output_path(key, p),
-                    cancelled=cancelled,
-                    on_write=functools.partial(self.spool.charge, query_id),
-                ),
-            )
-            output = ran.output
-            self.spool.finish_attempt(key)
-            return TaskResult(
-                partitions=tuple(
-                    PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions
-                ),
-                schema=output.schema,
-                seconds=time.perf_counter() - started,
-                fetched_bytes=fetched,
-                metrics=recorder.finish(ran.plan)
-                if ran.rounds is None
-                else recorder.finish(metrics=ran.rounds.metrics),
-            )
-        except BaseException as exc:  # a panic inside DataFusion fails the task like any error
-            if not is_failure(exc):
-                raise
-            if self._stopped.is_set():  # stopped with the worker, not failed
-                log.info("%s stopped, the worker is stopping: %s", name, exc)
-            elif cancelled():  # its query was cancelled: a user's choice, not a failure
-                log.debug("%s cancelled: %s", name, exc)
-            else:
-                log.warning("%s failed: %s", name, exc)
-            if self._stopped.is_set():  # stopped, not failed: the coordinator retries it elsewhere
-                lost, text = message.worker, "the worker is stopping"
-            else:
-                lost, text = lost_worker(exc), self._describe(exc)
-            extra = lost_worker_info(lost) if lost else b""
-            raise flight.FlightServerError(f"{name} failed: {text}", extra_info=extra) from exc
-        finally:
-            for source in sources:
-                source.close()
-            self.spool.remove_inputs(key)
-            if self._cancelled.is_cancelled(query_id):  # outputs written after the query's data was deleted
-                self.spool.release(query_id)
-            elif cancelled():  # this attempt lost to another: its outputs go, the task's others stay
-                self.spool.discard_attempt(key)
-
-    def _feeds_to_read(self, message: RunTask, sources: list[RemoteUnits]) -> list[FeedToRead]:
-        """The task's feed scans, each asking the coordinator's feed service for units through
-        a source added to `sources` (the caller closes them)."""
-        s = self._clients.settings
-        options = connect_options(s.auth_token, s.tls_root_certs, s.tls_client_cert, s.tls_client_key)
-        feeds = []
-        for f in message.feeds:
-            sources.append(
-                RemoteUnits(
-                    f.url, message.query_id, f.token, f.scan_id, options, s.task_timeout, f.connect_timeout
-                )
-            )
-            feeds.append(FeedToRead.of(f, pickle.loads(f.reader), f.partitions, sources[-1]))
-        return feeds
-
-    def _task_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
-        """The session a task carrying `settings` and object `stores` runs in: one per worker,
-        so its memory pool bounds the worker (not each task) and no task pays for building one,
-        copied with the user's settings a task carries (the copies share its memory pool), its
-        stores registered (see `TaskSessions`). A hook that fails is tried again by the next task."""
-        return self._sessions.session(settings, stores)
-
-    def _describe(self, exc: BaseException) -> str:
-        text = with_store_hint(failure_message(exc))
-        if self.memory_limit_bytes is not None and "Resources exhausted" in text:
-            return f"memory limit exceeded (the worker's limit is {self.memory_limit_bytes} bytes): {text}"
-        return text
 
     def _sweep_loop(self) -> None:
         interval = max(1.0, min(60.0, self.spool.ttl_seconds / 4))

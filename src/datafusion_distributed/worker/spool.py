@@ -34,7 +34,7 @@ RELEASED = ".released"  # folders of released queries, being deleted
 def query_files(root: str) -> list[str]:
     """Every file of the queries in the spools under `root`; released queries' files, still
     being deleted, are not counted."""
-    found = []
+    found: list[str] = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [name for name in subfolders if name != RELEASED]
         found.extend(os.path.join(folder, name) for name in names)
@@ -64,7 +64,7 @@ class SpoolQuotaExceeded(RuntimeError):
 class Spool:
     """A worker's spool folder: where task outputs and fetched inputs live, with their quota and clean-up."""
 
-    def __init__(self, root: str, ttl_seconds: float = 3600.0, quota_bytes: int | None = None):
+    def __init__(self, root: str, ttl_seconds: float = 3600.0, quota_bytes: int | None = None) -> None:
         if quota_bytes is not None and quota_bytes < 0:
             raise ValueError("the spool quota must be a positive number of bytes")
         self.root = os.path.abspath(root)

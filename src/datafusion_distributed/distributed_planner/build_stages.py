@@ -1,0 +1,211 @@
+"""Pass 5 of planning: write each stage's plan bytes (boundaries replaced by input markers)
+and each task's plan (its share of every split scan) and inputs (its share of every split
+shuffle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..codec import file_groups, restrict_file_groups, scan_kind
+from ..codec.feed_scan import collected_feed_scan, is_plain_projection, projected_columns
+from ..codec.fields import INPUT_MARKER
+from ..codec.scan import filter_predicate
+from ..codec.sink import file_sink
+from ..codec.wire import encode_len_field
+from ..execution_plans.plan_node import PlanNode, replace_nodes
+from ..execution_plans.stage import (
+    BoundaryKind,
+    FeedScan,
+    InputBoundary,
+    ShippedTable,
+    Stage,
+    StageInput,
+    TaskPlan,
+)
+from .boundaries import splits_write
+from .broadcast import broadcast_join
+from .fragments import Fragment, cut_edges, stage_leaves
+from .rounds import runs_in_rounds
+from .skew import skew_inputs
+
+
+def _pruning_predicate(root: PlanNode, scan: PlanNode) -> tuple[bytes | None, str]:
+    """The predicate of the FilterExec right above the feed scan `scan` in the stage `root`,
+    and its text as DataFusion shows it, when the scan only picks columns (the predicate's
+    columns are then the scan's own): a Parquet scan of the feed's files can prune with it."""
+    parent = next((n for n in root.walk() if any(child is scan for child in n.children)), None)
+    if parent is None or parent.name != "FilterExec" or not is_plain_projection(scan.line):
+        return None, ""
+    predicate = filter_predicate(parent.raw)
+    shown = parent.line.removeprefix("FilterExec: ").split(", projection=[")[0]
+    return (predicate, shown) if predicate is not None else (None, "")
+
+
+def _stage_nodes(root: PlanNode, cut_ids: set[int]):
+    """The nodes left in a stage's plan bytes: the subtree minus cut boundaries' subtrees."""
+    yield root
+    for child in root.children:
+        if id(child) not in cut_ids:
+            yield from _stage_nodes(child, cut_ids)
+
+
+def input_marker(producer: int) -> bytes:
+    """The placeholder that stands for producer stage `producer` inside a consumer's plan."""
+    return encode_len_field(INPUT_MARKER, f"datafusion-distributed input {producer}".encode())
+
+
+def feed_marker(scan_id: int) -> bytes:
+    """The placeholder that stands for feed scan `scan_id` inside a stage's plan."""
+    return encode_len_field(INPUT_MARKER, f"datafusion-distributed feed {scan_id}".encode())
+
+
+def _chunks(n: int, parts: int) -> list[list[int]]:
+    """Split range(n) into `parts` contiguous chunks whose sizes differ by at most one."""
+    return [list(range(n * k // parts, n * (k + 1) // parts)) for k in range(parts)]
+
+
+@dataclass
+class Built:
+    """What `build_stages` makes: the stages, producers first, and the shipped tables, whose
+    ids follow the stages' (`first_table`, the number of stages, is known before building)."""
+
+    first_table: int
+    stages: list[Stage] = field(default_factory=list)
+    tables: int = 0
+    feed_scans: int = 0  # feed scans given an id so far
+
+    def table(self, fragment: Fragment) -> ShippedTable:
+        """Give a shipped memory table its id."""
+        fragment.stage_id = self.first_table + self.tables
+        self.tables += 1
+        scan = fragment.table
+        assert scan is not None  # called for the fragments of shipped tables only
+        return ShippedTable(
+            fragment.stage_id, fragment.root.raw, fragment.path, scan.rows, scan.data_bytes, scan.partitions
+        )
+
+
+def build_stages(fragment: Fragment, built: Built) -> None:
+    """Add the stages of `fragment` and of the fragments it reads to `built`, producers first."""
+    stages = built.stages
+    cut = cut_edges(fragment)
+    tables = {}
+    for edge in cut:
+        if edge.fragment.table is not None:
+            tables[id(edge)] = built.table(edge.fragment)
+        else:
+            build_stages(edge.fragment, built)
+    fragment.stage_id = len(stages)
+    markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
+    feeds = []
+    feed_leaves = stage_leaves(fragment, "feeds")
+    for node, whole in feed_leaves:
+        scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
+        ref = collected_feed_scan(node.raw)
+        # rounds: a stage's one feed scan of Parquet files, shared out, under nodes that keep
+        # rows apart (a reader's units are read before the task's plan runs, all at once)
+        rounds = (
+            len(feed_leaves) == 1
+            and not whole
+            and ref.parquet
+            and runs_in_rounds(fragment.root, node, set(markers))
+        )
+        predicate, shown = _pruning_predicate(fragment.root, node) if ref.parquet else (None, "")
+        feeds.append(
+            FeedScan(
+                marker=feed_marker(scan_id),
+                scan=node.raw,
+                feed_id=ref.feed_id,
+                scan_id=scan_id,
+                whole=whole,
+                name=ref.name,
+                partitions=ref.partitions,
+                columns=projected_columns(node.line),
+                plain=is_plain_projection(node.line),
+                rounds=rounds,
+                native=ref.parquet and (rounds or whole or fragment.tasks == 1),
+                predicate=predicate,
+                predicate_shown=shown,
+            )
+        )
+        markers[id(node)] = feeds[-1].marker
+    plan = replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
+    local_nodes = list(_stage_nodes(fragment.root, set(markers)))
+    inputs, per_input_parts = [], []
+    for edge in cut:
+        producer = edge.fragment
+        assert producer.kind is not None  # only the final fragment has none, and it is no producer
+        split = not edge.whole and fragment.tasks > 1
+        whole_parts = {
+            BoundaryKind.SHUFFLE: list(range(edge.node.partitions)),
+            BoundaryKind.MEMORY: list(range(edge.node.partitions)),
+            BoundaryKind.COALESCE: [0],
+            BoundaryKind.MERGE: list(range(producer.tasks)),
+        }[producer.kind]
+        per_input_parts.append(_chunks(len(whole_parts), fragment.tasks) if split else None)
+        inputs.append(
+            StageInput(
+                where=InputBoundary(
+                    marker=markers[id(edge.node)],
+                    kind=producer.kind,
+                    boundary=edge.node.raw,
+                    boundary_child=edge.node.children[0].raw if edge.node.children else b"",
+                ),
+                producer=producer.stage_id,
+                partitions=len(whole_parts),
+                split=split,
+                table=tables.get(id(edge)),
+                boundary_node=edge.node,
+            )
+        )
+    # Each scan's files, kind and share per task, decoded once for all the stage's tasks.
+    scans = []
+    for scan, whole in stage_leaves(fragment, "scans"):
+        groups = file_groups(scan.raw)
+        every = list(range(len(groups)))
+        shares = (
+            [every] * fragment.tasks if whole or fragment.tasks == 1 else _chunks(len(groups), fragment.tasks)
+        )
+        scans.append((scan, groups, scan_kind(scan.raw) or "", shares))  # collected as a scan: it has a kind
+    splits_leaves = fragment.tasks > 1 and any(
+        not whole for _, whole in (*stage_leaves(fragment, "scans"), *feed_leaves)
+    )
+    boundaries = [edge.node for edge in cut]
+    skewable = skew_inputs(fragment.root, boundaries, inputs, splits_leaves)
+    broadcast = broadcast_join(
+        fragment.root,
+        boundaries,
+        inputs,
+        markers,
+        [edge.fragment.table is None and not stage_leaves(edge.fragment, "feeds") for edge in cut],
+        shares_only_inputs=not splits_leaves and not feeds,
+    )
+    tasks = []
+    for k in range(fragment.tasks):
+        restricted, described = {}, []
+        for scan, groups, kind, shares in scans:
+            keep = shares[k]
+            if len(keep) != len(groups):
+                restricted[id(scan)] = restrict_file_groups(scan.raw, keep)
+            described.append((kind, tuple(tuple(groups[i]) for i in keep)))
+        task_plan = replace_nodes(plan, local_nodes, restricted)
+        parts = tuple(
+            tuple(chunks[k]) if chunks else tuple(range(inp.partitions))
+            for chunks, inp in zip(per_input_parts, inputs, strict=True)
+        )
+        tasks.append(TaskPlan(k, task_plan, parts, tuple(described)))
+    stages.append(
+        Stage(
+            id=fragment.stage_id,
+            root=fragment.root,
+            plan=plan,
+            inputs=tuple(inputs),
+            tasks=tuple(tasks),
+            output=fragment.kind,
+            reason=fragment.reason,
+            sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
+            feeds=tuple(feeds),
+            skew_inputs=skewable,
+            broadcast=broadcast,
+        )
+    )

@@ -1,0 +1,45 @@
+"""Pass 1 of planning: repair the bytes DataFusion serialises wrongly, before any stage is
+cut from them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from datafusion.plan import ExecutionPlan
+
+from ..codec.generate_series import repaired_series
+from ..execution_plans.plan_node import PlanNode, replace_nodes
+
+
+def with_series_repaired(root: PlanNode) -> PlanNode:
+    """`root` with the bytes of every series generator DataFusion serialises wrongly repaired
+    (see `codec.generate_series`), and so those of its ancestors: every stage, task and
+    boundary subtree is cut from these bytes, so all of them rebuild as planned."""
+    repairs: dict[int, bytes] = {}
+    for node in root.walk():
+        fixed = None if node.children else repaired_series(node.raw)
+        if fixed is not None:
+            repairs[id(node)] = fixed
+    if not repairs:
+        return root
+
+    def rebuild(node: PlanNode) -> PlanNode:
+        if id(node) in repairs:
+            return replace(node, raw=repairs[id(node)])
+        children = tuple(rebuild(child) for child in node.children)
+        if all(new is old for new, old in zip(children, node.children, strict=True)):
+            return node
+        return replace(node, raw=replace_nodes(node.raw, list(node.walk()), repairs), children=children)
+
+    return rebuild(root)
+
+
+def as_sent(plan: ExecutionPlan) -> PlanNode:
+    """`plan` as the planner cuts stages from it: its bytes repaired where DataFusion
+    serialises them wrongly."""
+    return with_series_repaired(PlanNode.from_plan(plan))
+
+
+def bytes_as_sent(plan: ExecutionPlan) -> bytes:
+    """The bytes of `plan` as the planner cuts stages from them (repairs included)."""
+    return as_sent(plan).raw
