@@ -26,18 +26,6 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-ROOT = Path(__file__).parent.parent
-# Tests written before every comparison had to show how its query ran, not yet mended: each
-# compares a distributed answer with single-node without showing that it ran as several tasks
-# (some run on one node, over data too small to split). Mend one, then take it off the list;
-# none may be added.
-NOT_YET_SHOWN = frozenset(
-    line.strip()
-    for line in (Path(__file__).parent / "not_yet_shown.txt").read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-)
-
-
 @pytest.fixture(autouse=True)
 def _shows_how_compared_queries_ran(request: pytest.FixtureRequest):
     """Fail a test that compares answers (`assert_tables_equal`) without showing how its query
@@ -47,7 +35,6 @@ def _shows_how_compared_queries_ran(request: pytest.FixtureRequest):
     compared, shown = LEDGER.compared, LEDGER.shown
     yield
     exempt = request.node.get_closest_marker("not_a_distributed_run") is not None
-    exempt = exempt or f"{request.node.path.relative_to(ROOT)}::{request.node.originalname}" in NOT_YET_SHOWN
     if LEDGER.compared > compared and LEDGER.shown == shown and not exempt:
         pytest.fail(
             "the test compares answers but never shows how its query ran: call "

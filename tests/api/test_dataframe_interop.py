@@ -18,6 +18,7 @@ from datafusion import functions as f
 from datafusion_distributed import ContextClosed, DistributedConfig, DistributedContext, QueryFailed
 from datafusion_distributed.events.handlers import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.recorder import EventRecorder
 
 ROWS_PER_FILE = 50_000
@@ -79,6 +80,7 @@ def test_pyarrow_reads_the_arrow_stream_with_single_node_answers(dctx, ctx, quer
     df = dctx.sql(query)
     assert runs_on_workers(df)
     assert_tables_equal(pa.table(df), ctx.sql(query).to_arrow_table())
+    assert_ran_distributed(df)
 
 
 def test_the_arrow_stream_is_read_batch_by_batch_while_the_query_runs(dctx, ctx, recorder):
@@ -113,6 +115,7 @@ def test_polars_and_duckdb_read_the_arrow_stream(dctx, ctx):
     df = dctx.sql(GROUPED)
     expected = ctx.sql(GROUPED).to_arrow_table()
     assert_tables_equal(pl.DataFrame(df).to_arrow(), expected)
+    assert_ran_distributed(df)
     in_duckdb = duckdb.sql("SELECT region, n, total FROM df ORDER BY region").arrow()
     if isinstance(in_duckdb, pa.RecordBatchReader):
         in_duckdb = in_duckdb.read_all()
@@ -137,6 +140,7 @@ def test_iteration_yields_arrow_batches_as_they_come(dctx, ctx, recorder):
     table = pa.Table.from_batches([first, *batches])
     assert finished_queries(recorder) == finished + 1
     assert_tables_equal(table, ctx.sql(QUERY).to_arrow_table())
+    assert_ran_distributed(df)
 
 
 def test_async_iteration_yields_the_same_batches(dctx, ctx):
@@ -146,6 +150,7 @@ def test_async_iteration_yields_the_same_batches(dctx, ctx):
         return [batch async for batch in df]
 
     assert_tables_equal(pa.Table.from_batches(asyncio.run(read())), ctx.sql(QUERY).to_arrow_table())
+    assert_ran_distributed(df)
 
 
 def test_leaving_async_iteration_early_ends_the_query(dctx, recorder):
@@ -212,9 +217,11 @@ def test_collect_partitioned_is_the_result_as_one_partition(dctx, ctx):
     partitions = dctx.sql(GROUPED).collect_partitioned()
     assert len(partitions) == 1
     assert_tables_equal(pa.Table.from_batches(partitions[0]), ctx.sql(GROUPED).to_arrow_table())
+    assert_ran_distributed(dctx)
     streams = dctx.sql(GROUPED).execute_stream_partitioned()
     assert len(streams) == 1
     assert_tables_equal(pa.Table.from_batches(list(streams[0])), ctx.sql(GROUPED).to_arrow_table())
+    assert_ran_distributed(dctx)
 
 
 def test_collect_column_gives_datafusions_array(dctx, ctx):
@@ -227,13 +234,17 @@ def test_collect_column_gives_datafusions_array(dctx, ctx):
 def test_cache_keeps_the_result_so_later_queries_do_not_read_the_source(tmp_path):
     ctx = SessionContext()
     table = pa.table({"a": list(range(10_000)), "b": [i % 7 for i in range(10_000)]})
-    pq.write_table(table, tmp_path / "data.parquet")
-    ctx.register_parquet("t", str(tmp_path / "data.parquet"))
+    (tmp_path / "t").mkdir()
+    for half in range(2):
+        pq.write_table(table.slice(half * 5_000, 5_000), tmp_path / "t" / f"{half}.parquet")
+    ctx.register_parquet("t", str(tmp_path / "t"))
     tables_before = ctx.catalog().schema().names()
-    with DistributedContext(ctx) as dctx:
+    with DistributedContext(ctx, config=DistributedConfig(bytes_per_partition=1)) as dctx:
         cached = dctx.sql("SELECT b, count(*) AS n, sum(a) AS s FROM t GROUP BY b").cache()
+        assert_ran_distributed(dctx)  # the query that computed the cache
         expected = ctx.sql("SELECT b, count(*) AS n, sum(a) AS s FROM t GROUP BY b").to_arrow_table()
-        (tmp_path / "data.parquet").unlink()  # a query that computed it again would fail now
+        for file in (tmp_path / "t").iterdir():
+            file.unlink()  # a query that computed it again would fail now
         assert_tables_equal(cached.to_arrow_table(), expected)
         assert cached.filter(col("b") > lit(3)).aggregate([], [f.sum(col("n")).alias("n")]).to_pylist() == [
             {"n": sum(1 for i in range(10_000) if i % 7 > 3)}

@@ -8,6 +8,7 @@ import inspect
 from unittest import mock
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datafusion import DataFrame, SessionContext, col, lit
 from datafusion import functions as f
@@ -16,6 +17,8 @@ from datafusion_distributed import DistributedContext, DistributedDataFrame
 from datafusion_distributed.api import context as context_module
 from datafusion_distributed.api import dataframe as dataframe_module
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
+from datafusion_distributed.test_utils.forced import forced_distribution
 
 # DataFrame transformations: on a DistributedDataFrame they return one.
 TRANSFORMATIONS = {
@@ -172,18 +175,18 @@ def transformation_calls(df, other):
         "fill_nan": lambda: df.fill_nan(0.0),
         "fill_null": lambda: df.fill_null(0),
         "filter": lambda: df.filter(col("a") > lit(1)),
-        "head": lambda: df.head(2),
+        "head": lambda: df.sort(col("a").sort()).head(2),  # sorted: which rows is decided
         "intersect": lambda: df.intersect(other),
         "join": lambda: df.join(other.select("a"), on="a"),
         "join_on": lambda: df.join_on(other.select(col("a").alias("a2")), col("a") == col("a2")),
-        "limit": lambda: df.limit(2, 1),
+        "limit": lambda: df.sort(col("a").sort()).limit(2, 1),
         "repartition": lambda: df.repartition(2),
         "repartition_by_hash": lambda: df.repartition_by_hash(col("a"), num=2),
         "select": lambda: df.select("a"),
         "select_exprs": lambda: df.select_exprs("a + 1 AS a1"),
         "sort": lambda: df.sort(col("a").sort(ascending=False)),
         "sort_by": lambda: df.sort_by(col("b"), col("a")),
-        "tail": lambda: df.tail(2),
+        "tail": lambda: df.sort(col("a").sort()).tail(2),
         "transform": lambda: df.transform(lambda d, least: d.filter(col("a") >= lit(least)), 2),
         "union": lambda: df.union(other),
         "union_by_name": lambda: df.union_by_name(other.select("b", "a")),
@@ -196,15 +199,36 @@ def transformation_calls(df, other):
     }
 
 
+@pytest.fixture(scope="module")
+def split_frames(tmp_path_factory):
+    """A context that splits every stage, and two frames over two Parquet files each."""
+    folder = tmp_path_factory.mktemp("frames")
+    tables = {
+        "df": pa.table({"a": [1, 2, 3, 4], "b": ["x", "y", "x", "z"]}),
+        "other": pa.table({"a": [3, 4, 5], "b": ["x", "z", "w"]}),
+    }
+    for name, table in tables.items():
+        (folder / name).mkdir()
+        pq.write_table(table.slice(0, 2), folder / name / "0.parquet")
+        pq.write_table(table.slice(2), folder / name / "1.parquet")
+    with DistributedContext(SessionContext(), **forced_distribution()) as forced:
+        for name in tables:
+            forced.register_parquet(name, str(folder / name))
+        yield forced, forced.table("df"), forced.table("other")
+
+
 @pytest.mark.parametrize("name", sorted(TRANSFORMATIONS))
 @pytest.mark.filterwarnings("ignore:union_distinct.. is deprecated:DeprecationWarning")
-def test_transformations_stay_distributed_and_answer_as_datafusion(dctx, name):
-    data = {"a": [1, 2, 3, 4], "b": ["x", "y", "x", "z"]}
-    df, other = dctx.from_pydict(data), dctx.from_pydict({"a": [3, 4, 5], "b": ["x", "z", "w"]})
+def test_transformations_stay_distributed_and_answer_as_datafusion(split_frames, name):
+    forced, df, other = split_frames
     distributed = transformation_calls(df, other)[name]()
     assert isinstance(distributed, DistributedDataFrame)
     expected = transformation_calls(df.df, other.df)[name]()
     assert_tables_equal(distributed.to_arrow_table(), expected.to_arrow_table())
+    if name == "describe":  # DataFusion computes it when called, in the wrapped context
+        assert_ran_on_one_node(distributed)
+    else:
+        assert_ran_distributed(distributed)
 
 
 def test_context_factories_and_passthroughs_use_the_wrapped_context(dctx):

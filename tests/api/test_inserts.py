@@ -15,6 +15,7 @@ from datafusion_distributed import DistributedContext, QueryFailed
 from datafusion_distributed.api.write_statements import table_reference
 from datafusion_distributed.coordinator.writes import STAGING_FOLDER
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.forced import forced_distribution
 from datafusion_distributed.test_utils.tpch import register_tpch
 
@@ -89,6 +90,7 @@ def test_insert_into_a_listing_table_is_written_by_the_tasks(
     explained = dctx.sql(insert).explain_string()
     assert f"write: {file_format.lower()} files into {(tmp_path / 'dist').as_uri()}/" in explained
     count = dctx.sql(insert).to_arrow_table()
+    assert_ran_distributed(dctx)
     assert count == single.sql(insert).to_arrow_table()
     assert count.column(0)[0].as_py() > 0
 
@@ -154,9 +156,11 @@ def test_insert_into_a_memory_table_runs_on_one_node_with_single_node_results(dc
     explained = dctx.sql(insert).explain_string()
     assert "DataSinkExec inserts into a memory table, which lives in the coordinator" in explained
     assert dctx.sql(insert).to_arrow_table() == single.sql(insert).to_arrow_table()
+    assert_ran_on_one_node(dctx)
     assert_tables_equal(table_rows(dctx, "mem_insert"), table_rows(single, "mem_insert"))
 
 
+@pytest.mark.not_a_distributed_run  # DataFusion runs CREATE TABLE AS itself, while planning
 def test_create_table_as_runs_once(dctx, single):
     seen: list[int] = []
 
@@ -187,6 +191,7 @@ def test_write_table_into_a_listing_table_is_written_by_the_tasks(dctx, single, 
         ctx.sql(f"SELECT * FROM ({PARTITIONED_LAST}) WHERE l_orderkey < 100").write_table("wt_listing")
     before = files_under(tmp_path / "dist")
     assert dctx.sql(PARTITIONED_LAST).write_table("WT_Listing") is None  # DataFusion lowercases the name
+    assert_ran_distributed(dctx)
     single.sql(PARTITIONED_LAST).write_table("WT_Listing")
 
     after = files_under(tmp_path / "dist")
@@ -204,6 +209,7 @@ def test_write_table_into_a_memory_table_gives_single_node_results(dctx, single)
         ctx.sql(source).write_table("wt_memory", DataFrameWriteOptions())
     query = "SELECT * FROM wt_memory"
     assert_tables_equal(dctx.sql(query).to_arrow_table(), single.sql(query).to_arrow_table())
+    assert_ran_on_one_node(dctx)  # a memory table, written in the coordinator
     assert (
         dctx.sql("SELECT count(*) FROM wt_memory").to_pylist()
         == single.sql("SELECT count(*) FROM wt_memory").to_pylist()

@@ -17,6 +17,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.events import EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import FORCED_CONFIG
 from datafusion_distributed.test_utils.recorder import EventRecorder
 from datafusion_distributed.test_utils.tpch import register_tpch, tpch_query
@@ -48,9 +49,11 @@ class QueryLoop:
                 n = QUERIES[i % len(QUERIES)]
                 i += 1
                 try:
-                    got = dctx.sql(tpch_query(n)).to_arrow_table()
+                    df = dctx.sql(tpch_query(n))
+                    got = df.to_arrow_table()
                     want = self.single_node.sql(tpch_query(n)).to_arrow_table()
                     assert_tables_equal(got, want, sql=tpch_query(n))
+                    assert_ran_distributed(df)
                     self.done.append(n)
                 except Exception as exc:  # reported by the test
                     self.errors.append(exc)
@@ -114,6 +117,7 @@ def test_workers_added_mid_query_take_its_later_stages_and_scaling_down_drains(t
             assert_tables_equal(
                 dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
             )
+            assert_ran_distributed(dctx)
             assert len(added) == 2 and len(cluster.urls) == 4
             later = {e.worker for e in recorder.events[at[0] :] if e.kind is EventKind.TASK_STARTED}
             assert later & set(added), later
@@ -122,5 +126,6 @@ def test_workers_added_mid_query_take_its_later_stages_and_scaling_down_drains(t
             assert_tables_equal(
                 dctx.sql(sql).to_arrow_table(), single_node_sf001.sql(sql).to_arrow_table(), sql=sql
             )
+            assert_ran_distributed(dctx)
         with pytest.raises(ValueError, match="at least one worker"):
             cluster.scale(0)

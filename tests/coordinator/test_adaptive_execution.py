@@ -27,6 +27,7 @@ from datafusion_distributed.events import (
     EventKind,
 )
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import FORCED_CONFIG
 
 HOT_KEY = 7
@@ -108,8 +109,10 @@ def test_skewed_joins_give_single_node_answers(name: str, skewed: Path, dctx) ->
     distributed, decisions = dctx
     sql, _ = JOINS[name]
     decisions.seen.clear()
-    actual = distributed.sql(sql).to_arrow_table()
+    df = distributed.sql(sql)
+    actual = df.to_arrow_table()
     assert_tables_equal(actual, _context(skewed).sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
 
 
 def _plan_of_join(dctx: DistributedContext, sql: str):
@@ -158,6 +161,7 @@ def test_small_inputs_are_coalesced_and_the_last_step_runs_in_the_coordinator(sk
         text = df.explain_string(analyze=True)
         first_cut = df.explain_string()
     assert_tables_equal(actual, _context(skewed).sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
     folded = [d for d in decisions.seen if d.folded_into is not None]
     assert folded and all(d.folded_into == planned.final.id for d in folded)
     assert any(d.tasks == 1 and d.planned_tasks > 1 for d in decisions.seen if d.folded_into is None)
@@ -172,12 +176,14 @@ def test_set_distributed_adaptive_false_runs_the_plan_as_cut(skewed: Path) -> No
     with DistributedContext(_context(skewed), config=SKEW, handlers=[decisions]) as dctx:
         dctx.sql("SET distributed.adaptive = false")
         sql = JOINS["inner"][0]
-        actual = dctx.sql(sql).to_arrow_table()
+        as_cut = dctx.sql(sql)
+        actual = as_cut.to_arrow_table()
         assert decisions.seen == []
         dctx.sql("SET distributed.adaptive = true")
         dctx.sql(sql).to_arrow_table()
         assert decisions.seen
     assert_tables_equal(actual, _context(skewed).sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(as_cut)
 
 
 class KeepAsPlanned(DistributedHandler):
@@ -250,6 +256,7 @@ def test_a_join_whose_build_side_turns_out_small_collects_it_instead_of_shufflin
         actual = df.to_arrow_table()
         text = df.explain_string(analyze=True)
     assert_tables_equal(actual, ctx.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
     broadcasts = [d for d in decisions.seen if d.broadcast is not None]
     assert bool(broadcasts) is switched
     if switched:
@@ -263,6 +270,8 @@ def test_a_build_side_over_the_budget_stays_shuffled(skewed: Path) -> None:
     with DistributedContext(
         _context(skewed), config=SMALL_BUILD, handlers=[decisions]
     ) as dctx:  # the default budget is 0 bytes here: nothing is broadcast
-        actual = dctx.sql(sql).to_arrow_table()
+        df = dctx.sql(sql)
+        actual = df.to_arrow_table()
     assert [d for d in decisions.seen if d.broadcast] == []
     assert_tables_equal(actual, _context(skewed).sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)

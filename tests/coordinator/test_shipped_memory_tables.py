@@ -12,6 +12,7 @@ from datafusion import SessionContext
 from datafusion_distributed import DistributedConfig, DistributedContext, EmbeddedCluster, LocalCluster
 from datafusion_distributed.events.handlers import DistributedHandler, Event, EventKind
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 from datafusion_distributed.test_utils.tpch import register_tpch
 
@@ -54,6 +55,7 @@ def check(dctx: DistributedContext, single: SessionContext) -> None:
     assert "memory table, 10000 rows" in df.explain_string()
     assert "shipped once" in df.explain_string()
     assert_tables_equal(df.to_arrow_table(), single.sql(QUERY).to_arrow_table(), sql=QUERY)
+    assert_ran_distributed(df)
 
 
 def test_shipped_on_the_embedded_cluster(tpch_sf001):
@@ -111,9 +113,11 @@ def test_a_lost_holder_gets_the_table_again(tpch_sf001):
         config = dataclasses.replace(SHIPPED["config"], auth_token=cluster.auth_token, connect_timeout=5)
         handlers = [*SHIPPED["handlers"], stop]
         with DistributedContext(ctx, workers=cluster.get_urls(), config=config, handlers=handlers) as dctx:
-            got = dctx.sql(QUERY).to_arrow_table()
+            df = dctx.sql(QUERY)
+            got = df.to_arrow_table()
         assert len(stop.stopped) == 1
     assert_tables_equal(got, single.sql(QUERY).to_arrow_table(), sql=QUERY)
+    assert_ran_distributed(df)
 
 
 def test_a_small_table_still_travels_in_the_plan(tpch_sf001):
@@ -122,6 +126,7 @@ def test_a_small_table_still_travels_in_the_plan(tpch_sf001):
         df = dctx.sql(QUERY)
         assert "memory table" not in df.explain_string()
         assert_tables_equal(df.to_arrow_table(), single.sql(QUERY).to_arrow_table(), sql=QUERY)
+        assert_ran_distributed(df)
 
 
 ORDERS = """

@@ -16,6 +16,7 @@ from datafusion_distributed.distributed_planner.empty_inputs import no_rows_stan
 from datafusion_distributed.events import DistributedHandler, EventKind
 from datafusion_distributed.execution_plans.plan_node import PlanNode
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.forced import forced_distribution
 
 
@@ -122,6 +123,19 @@ def test_a_consumer_of_an_empty_exchange_does_not_scan_again(data, sql):
     assert deleter.deleted, "no stage finished before the result: nothing ran distributed"
     assert got.num_rows == 0
     assert_tables_equal(got, expected, sql=sql)
+    assert_ran_distributed(df)
+
+
+def test_a_null_aware_anti_join_over_an_empty_side_runs_as_one_task(data):
+    """Its build side's unmatched rows are its output: every task would emit them, so the
+    stage is never split (and no exchange is there to be empty)."""
+    sql = "SELECT m.k FROM m WHERE m.k NOT IN (SELECT k FROM t WHERE length(s) > 100) ORDER BY 1"
+    expected = context(data).sql(sql).to_arrow_table()
+    with DistributedContext(context(data), **forced_distribution()) as dctx:
+        df = dctx.sql(sql)
+        got = df.to_arrow_table()
+    assert_tables_equal(got, expected, sql=sql)
+    assert_ran_on_one_node(df)
 
 
 @pytest.mark.parametrize(
@@ -129,12 +143,13 @@ def test_a_consumer_of_an_empty_exchange_does_not_scan_again(data, sql):
     [
         "SELECT t.k, m.w FROM m LEFT JOIN (SELECT * FROM t WHERE length(s) > 100) t ON t.k = m.k ORDER BY m.k",
         "SELECT count(*) AS n, sum(v) AS total FROM t WHERE length(s) > 100",
-        "SELECT m.k FROM m WHERE m.k NOT IN (SELECT k FROM t WHERE length(s) > 100) ORDER BY 1",
         "SELECT k, count(*) AS n FROM (SELECT k FROM t WHERE length(s) > 100 UNION ALL SELECT k FROM m) GROUP BY k ORDER BY k",
     ],
 )
 def test_answers_over_empty_exchanges_equal_single_node(data, sql):
     expected = context(data).sql(sql).to_arrow_table()
     with DistributedContext(context(data), **forced_distribution()) as dctx:
-        got = dctx.sql(sql).to_arrow_table()
+        df = dctx.sql(sql)
+        got = df.to_arrow_table()
     assert_tables_equal(got, expected, sql=sql)
+    assert_ran_distributed(df)

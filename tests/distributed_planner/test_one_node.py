@@ -11,6 +11,7 @@ from datafusion.object_store import LocalFileSystem
 
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 
 SPLIT = DistributedConfig(bytes_per_partition=64 * 1024)  # several tasks per stage at SF 0.01
 SQL = (
@@ -39,6 +40,7 @@ def test_a_scan_of_a_store_only_the_session_context_has_runs_on_one_node(tpch_sf
         )
         assert "runs on one node: DataSourceExec reads gs://tpch/" in df.explain_string()
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table(), sql=SQL)
+        assert_ran_on_one_node(df)
 
 
 def test_local_files_stay_distributed(tpch_sf001, single_node_sf001):
@@ -46,6 +48,7 @@ def test_local_files_stay_distributed(tpch_sf001, single_node_sf001):
         df = dctx.sql(SQL)
         assert df.distributed_plan().is_distributed
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table(), sql=SQL)
+        assert_ran_distributed(df)
 
 
 def test_a_session_hook_may_register_the_store_where_tasks_run(tpch_sf001, single_node_sf001):
@@ -58,3 +61,4 @@ def test_a_session_hook_may_register_the_store_where_tasks_run(tpch_sf001, singl
         df = dctx.sql(SQL)
         assert df.distributed_plan().is_distributed
         assert_tables_equal(df.to_arrow_table(), single_node_sf001.sql(SQL).to_arrow_table(), sql=SQL)
+        assert_ran_distributed(df)

@@ -17,6 +17,7 @@ from datafusion import SessionConfig, SessionContext
 from datafusion_distributed import DistributedContext, QueryFailed
 from datafusion_distributed.errors import as_query_failure
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.forced import forced_distribution
 
 
@@ -54,12 +55,19 @@ def dctx(ctx):
         yield dctx
 
 
-def _same(ctx, dctx, sql: str):
+def _same(ctx, dctx, sql: str, distributed: bool = True):
+    """`sql` answers through `dctx` as on `ctx`, having run as several tasks (`distributed`)
+    or on one node; returns its plan."""
     expected = ctx.sql(sql).to_arrow_table()
-    actual = dctx.sql(sql).to_arrow_table()
+    df = dctx.sql(sql)
+    actual = df.to_arrow_table()
     assert actual.schema.types == expected.schema.types, sql
     assert_tables_equal(actual, expected, sql=sql)
-    return dctx.sql(sql).distributed_plan()
+    if distributed:
+        assert_ran_distributed(df)
+    else:
+        assert_ran_on_one_node(df)
+    return df.distributed_plan()
 
 
 # Lost by DataFusion 55's own plan serialisation: run on one node, say why.
@@ -81,7 +89,7 @@ LOSSY = {
 
 @pytest.mark.parametrize("sql", LOSSY.values(), ids=LOSSY.keys())
 def test_constructs_serialisation_loses_run_on_one_node(ctx, dctx, sql):
-    plan = _same(ctx, dctx, sql)
+    plan = _same(ctx, dctx, sql, distributed=False)
     assert plan.in_memory and "when the plan is serialised" in plan.single_node
     assert "runs on one node" in dctx.sql(sql).explain_string()
 
@@ -103,21 +111,43 @@ def test_partitioned_lag_lead_and_nth_value_run_distributed(ctx, dctx, sql):
 
 
 SAME = {
-    "grouping sets of ()": "SELECT count(*) FROM t GROUP BY GROUPING SETS (())",
     "grouping sets with ()": "SELECT a, count(*) FROM t GROUP BY GROUPING SETS ((a), ())",
-    "float16 min max": "SELECT a, min(f), max(f) FROM h GROUP BY a",
-    "empty projection": (
-        "WITH t AS (SELECT i AS c1 FROM generate_series(1, 10) t(i)) SELECT count(*) FROM t WHERE 1 = 1"
-    ),
     "share of total": (
         "SELECT category, sum(amount) / (SELECT sum(amount) FROM sales) AS share FROM sales GROUP BY category"
     ),
-    "subquery in an aggregate": "SELECT a, sum(c + (SELECT max(c) FROM t)) FROM t GROUP BY a",
-    "subquery in a filter": "SELECT a, c FROM t WHERE c > (SELECT avg(c) FROM t)",
-    "show tables": "SHOW TABLES",
-    "information schema": "SELECT table_name FROM information_schema.tables",
-    "the user's settings": "SELECT name, value FROM information_schema.df_settings",
-    "recursive cte": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
+}
+# The same answers on one node, each for the reason its plan's display gives.
+SAME_ON_ONE_NODE = {
+    "grouping sets of ()": (
+        "SELECT count(*) FROM t GROUP BY GROUPING SETS (())",
+        "splittable partitions=1",
+    ),
+    "float16 min max": ("SELECT a, min(f), max(f) FROM h GROUP BY a", "Float16 value becomes Float32"),
+    "empty projection": (
+        "WITH t AS (SELECT i AS c1 FROM generate_series(1, 10) t(i)) SELECT count(*) FROM t WHERE 1 = 1",
+        "splittable partitions=1",
+    ),
+    "subquery in an aggregate": (
+        "SELECT a, sum(c + (SELECT max(c) FROM t)) FROM t GROUP BY a",
+        "reads a scalar subquery's value computed above it",
+    ),
+    "subquery in a filter": (
+        "SELECT a, c FROM t WHERE c > (SELECT avg(c) FROM t)",
+        "is a source that cannot be split",
+    ),
+    "show tables": ("SHOW TABLES", "StreamingTableExec has no serialised form"),
+    "information schema": (
+        "SELECT table_name FROM information_schema.tables",
+        "StreamingTableExec has no serialised form",
+    ),
+    "the user's settings": (
+        "SELECT name, value FROM information_schema.df_settings",
+        "StreamingTableExec has no serialised form",
+    ),
+    "recursive cte": (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
+        "WorkTableExec has no serialised form",
+    ),
 }
 
 
@@ -126,13 +156,19 @@ def test_same_answer_as_datafusion(ctx, dctx, sql):
     _same(ctx, dctx, sql)
 
 
+@pytest.mark.parametrize(("sql", "why"), SAME_ON_ONE_NODE.values(), ids=SAME_ON_ONE_NODE.keys())
+def test_same_answer_on_one_node_saying_why(ctx, dctx, sql, why):
+    plan = _same(ctx, dctx, sql, distributed=False)
+    assert why in (plan.single_node or plan.final.reason), plan.final.reason
+
+
 def test_share_of_total_runs_distributed(ctx, dctx):
     plan = _same(ctx, dctx, SAME["share of total"])
     assert plan.is_distributed and not plan.single_node
 
 
 def test_unserialisable_nodes_say_which_and_why(dctx):
-    plan = dctx.sql(SAME["recursive cte"]).distributed_plan()
+    plan = dctx.sql(SAME_ON_ONE_NODE["recursive cte"][0]).distributed_plan()
     assert plan.in_memory and "has no serialised form" in plan.single_node
 
 
@@ -153,6 +189,7 @@ def _settings(ctx: SessionContext) -> dict[str, str]:
     return {row["name"]: row["value"] for row in rows}
 
 
+@pytest.mark.not_a_distributed_run  # compares the user's own context before and after
 def test_wrapping_leaves_the_user_s_context_as_it_was():
     ctx = _context()
     before = _settings(ctx)
@@ -170,10 +207,10 @@ def test_the_user_s_settings_apply_to_the_next_query():
     with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
         # subqueries planned as joins, as the user asked
         dctx.sql("SET datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery = false")
-        plan = _same(ctx, dctx, SAME["subquery in a filter"])
+        plan = _same(ctx, dctx, SAME_ON_ONE_NODE["subquery in a filter"][0], distributed=False)
         assert "ScalarSubqueryExec" not in {node.name for s in plan.stages for node in s.root.walk()}
         dctx.sql("RESET datafusion.optimizer.enable_physical_uncorrelated_scalar_subquery")
-        plan = _same(ctx, dctx, SAME["subquery in a filter"])
+        plan = _same(ctx, dctx, SAME_ON_ONE_NODE["subquery in a filter"][0], distributed=False)
         assert "ScalarSubqueryExec" in {node.name for s in plan.stages for node in s.root.walk()}
         # the library overrides target_partitions per query, whatever the user set
         dctx.sql("SET datafusion.execution.target_partitions = 1")
@@ -208,8 +245,9 @@ def test_partition_columns_of_many_files_cross_an_exchange(tmp_path):
     ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS PARQUET PARTITIONED BY (part) LOCATION '{path}'").collect()
     with DistributedContext(ctx, **forced_distribution(query_timeout=60, embedded_workers=3)) as dctx:
         for sql in ("SELECT part, k, v FROM t ORDER BY k", "SELECT part, count(*) FROM t GROUP BY part"):
-            assert dctx.sql(sql).distributed_plan().is_distributed
-            assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+            df = dctx.sql(sql)
+            assert_tables_equal(df.to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+            assert_ran_distributed(df)
 
 
 def test_file_partitions_declared_as_hash_partitioning_stay_on_one_node(tmp_path):
@@ -233,7 +271,9 @@ def test_file_partitions_declared_as_hash_partitioning_stay_on_one_node(tmp_path
     with DistributedContext(ctx, **forced_distribution(query_timeout=60)) as dctx:
         plan = dctx.sql(sql).distributed_plan()
         assert "preserve_file_partitions" in plan.single_node
-        assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+        df = dctx.sql(sql)
+        assert_tables_equal(df.to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+        assert_ran_on_one_node(df)
 
 
 def test_delete_and_update_count_the_rows_they_change():
@@ -268,11 +308,13 @@ def test_json_array_files_stay_on_one_node_and_ndjson_is_distributed(tmp_path):
             plan = dctx.sql(sql).distributed_plan()
             assert ("array format" in plan.single_node) == (table == "arr")
             assert plan.is_distributed == (table == "nd")
-            assert_tables_equal(dctx.sql(sql).to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+            df = dctx.sql(sql)
+            assert_tables_equal(df.to_arrow_table(), ctx.sql(sql).to_arrow_table(), sql=sql)
+            (assert_ran_distributed if table == "nd" else assert_ran_on_one_node)(df)
 
 
 def test_an_exchange_below_a_use_of_a_subquery_value_stays_in_its_stage(ctx, dctx):
     """The partial aggregate uses the subquery's value, which DataFusion computes in the
     ScalarSubqueryExec above the final aggregate: the shuffle between them is not cut."""
-    plan = _same(ctx, dctx, SAME["subquery in an aggregate"])
+    plan = _same(ctx, dctx, SAME_ON_ONE_NODE["subquery in an aggregate"][0], distributed=False)
     assert any("scalar subquery's value" in stage.reason for stage in plan.stages)

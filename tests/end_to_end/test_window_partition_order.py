@@ -21,6 +21,7 @@ from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 
 FORCED = DistributedConfig(bytes_per_partition=1, broadcast_inline_bytes=0)
 
@@ -95,9 +96,12 @@ def contexts(request, parquet_dir):
 
 
 @pytest.mark.parametrize("sql", WINDOWS_OVER_FACTS_FROM_BELOW.values(), ids=WINDOWS_OVER_FACTS_FROM_BELOW)
-def test_window_over_facts_from_below_an_exchange_matches_single_node(contexts, sql):
+def test_window_over_facts_from_below_an_exchange_stays_on_one_node_and_matches(contexts, sql):
     single, dctx, _ = contexts
-    assert_tables_equal(dctx.sql(sql).to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+    df = dctx.sql(sql)
+    assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+    # the window relies on an order an exchange does not carry: its stage is never split
+    assert_ran_on_one_node(df)
 
 
 @pytest.mark.parametrize("sql", WINDOWS_SORTED_IN_STAGE.values(), ids=WINDOWS_SORTED_IN_STAGE)
@@ -106,8 +110,11 @@ def test_window_sorted_in_its_stage_is_still_split(contexts, sql):
     df = dctx.sql(sql)
     assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
     if kind == "parquet":  # a table made by SQL is one partition: nothing to split
+        assert_ran_distributed(df)
         plan = df.distributed_plan()
         assert len(plan.stages) > 1 and plan.final.task_count > 1, plan.final.reason
+    else:
+        assert_ran_on_one_node(df)
 
 
 def test_default_config_matches_single_node(parquet_dir):
@@ -115,4 +122,6 @@ def test_default_config_matches_single_node(parquet_dir):
     single = _parquet(parquet_dir)
     with DistributedContext(_parquet(parquet_dir)) as dctx:
         for sql in WINDOWS_OVER_FACTS_FROM_BELOW.values():
-            assert_tables_equal(dctx.sql(sql).to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+            df = dctx.sql(sql)
+            assert_tables_equal(df.to_arrow_table(), single.sql(sql).to_arrow_table(), sql=sql)
+            assert_ran_on_one_node(df)

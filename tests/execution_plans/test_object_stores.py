@@ -19,6 +19,7 @@ from datafusion_distributed import (
     QueryFailed,
 )
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 from tests.support.s3_server import (
     TEST_ACCESS_KEY_ID,
@@ -63,8 +64,8 @@ def test_tpch_from_s3_on_the_embedded_cluster_matches_single_node(s3, n):
     expected = _single_node(s3, "sf001").sql(tpch_query(n)).to_arrow_table()
     with _distributed(s3, "sf001", config=SPLIT) as dctx:
         df = dctx.sql(tpch_query(n))
-        assert df.distributed_plan().is_distributed
         assert_tables_equal(df.to_arrow_table(), expected, sql=tpch_query(n))
+        assert_ran_distributed(df)
 
 
 @pytest.mark.slow
@@ -74,7 +75,9 @@ def test_tpch_from_s3_on_three_worker_processes_matches_single_node(s3, tpch_sf0
     with LocalCluster(3) as cluster, _distributed(s3, "sf01", workers=cluster, config=SPLIT) as dctx:
         for n in TPCH_QUERY_NUMBERS:
             sql = tpch_query(n)
-            assert_tables_equal(dctx.sql(sql).to_arrow_table(), oracle.sql(sql).to_arrow_table(), sql=sql)
+            df = dctx.sql(sql)
+            assert_tables_equal(df.to_arrow_table(), oracle.sql(sql).to_arrow_table(), sql=sql)
+            assert_ran_distributed(df)
 
 
 def test_credentials_are_never_shown(s3, tpch_sf001, caplog):
@@ -138,6 +141,7 @@ def test_a_store_registered_only_on_the_session_context_runs_on_one_node(s3, ses
     assert not df.distributed_plan().is_distributed
     assert ONE_NODE_STORE in df.explain_string()
     assert_tables_equal(df.to_arrow_table(), _single_node(s3, "sf001").sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_on_one_node(df)
 
 
 def test_the_one_node_note_names_the_store(session_store_only):
@@ -158,8 +162,8 @@ def test_a_session_hook_may_register_a_store_the_library_does_not_send(s3):
     sql = tpch_query(5)
     with DistributedContext(_single_node(s3, "sf001"), session_builder=with_the_bucket, config=SPLIT) as dctx:
         df = dctx.sql(sql)
-        assert df.distributed_plan().is_distributed
         assert_tables_equal(df.to_arrow_table(), _single_node(s3, "sf001").sql(sql).to_arrow_table(), sql=sql)
+        assert_ran_distributed(df)
 
 
 def test_a_store_one_query_brought_is_not_used_by_another(s3):
@@ -195,6 +199,7 @@ def test_credentials_from_the_environment(s3, monkeypatch):
         df = dctx.sql(tpch_query(5))
         assert "credentials from the environment" in df.explain_string()
         assert_tables_equal(df.to_arrow_table(), expected, sql=tpch_query(5))
+        assert_ran_distributed(df)
 
 
 def _written_rows(oracle: SessionContext, url: str, order: str):
@@ -227,6 +232,7 @@ def test_a_copy_to_s3_is_written_by_the_tasks_and_matches_single_node(s3):
         assert plan.write is not None and plan.final.task_count > 1
         assert "write: parquet files into s3://tpch-data/copies/distributed/" in df.explain_string()
         assert df.to_pylist() == expected
+        assert_ran_distributed(df)
     order = "l_orderkey, l_linenumber"
     assert_tables_equal(
         _written_rows(oracle, f"s3://{BUCKET}/copies/distributed/", order),
@@ -246,6 +252,7 @@ def test_write_parquet_to_s3_is_distributed(s3):
     with _distributed(s3, "sf001", config=SPLIT) as dctx:
         df = dctx.sql("SELECT o_orderkey, o_totalprice FROM orders WHERE o_orderkey % 3 = 0")
         df.write_parquet(f"s3://{BUCKET}/frames/orders/")
+        assert_ran_distributed(dctx)  # the write
     expected = oracle.sql("SELECT o_orderkey, o_totalprice FROM orders WHERE o_orderkey % 3 = 0 ORDER BY 1")
     written = _written_rows(oracle, f"s3://{BUCKET}/frames/orders/", "o_orderkey")
     assert_tables_equal(written, expected.to_arrow_table())

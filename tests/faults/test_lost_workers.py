@@ -11,10 +11,12 @@ from datafusion import SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, register_tpch, tpch_query
 from datafusion_distributed.worker.spool import Spool
 
-CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024, connect_timeout=10)
+# small partitions: every query splits, q13 too (its only split scan is `customer`'s key column)
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=32 * 1024, connect_timeout=10)
 CI_QUERIES = [1, 3, 9, 13, 18, 21]
 
 
@@ -41,16 +43,17 @@ def run_with_a_kill(cluster, tpch_path, n: int, seed: int):
         df = dctx.sql(tpch_query(n))
         killer.start()
         try:
-            return df.to_arrow_table()
+            return df.to_arrow_table(), df
         finally:
             killer.join()
             cluster.restart(victim)
 
 
 def _check(cluster, tpch_sf01, single_node, n):
-    got = run_with_a_kill(cluster, tpch_sf01, n, seed=n)
+    got, df = run_with_a_kill(cluster, tpch_sf01, n, seed=n)
     sql = tpch_query(n)
     assert_tables_equal(got, single_node.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
 
 
 @pytest.mark.parametrize("n", CI_QUERIES)

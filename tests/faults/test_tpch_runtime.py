@@ -9,10 +9,12 @@ import pytest
 from datafusion_distributed import DistributedConfig, LocalCluster
 from datafusion_distributed.protocol.flight import ClientConfig, WorkerClient
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
-# Small partitions so SF 0.1 really splits across tasks.
-CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=256 * 1024)
+# Small partitions so SF 0.1 really splits across tasks: every query, even those whose only
+# split scan is a join's small side (q13 splits `customer`'s 80 KiB key column).
+CONFIG = DistributedConfig(partitions_per_task=2, bytes_per_partition=32 * 1024)
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +52,9 @@ def served_file_bytes(cluster: LocalCluster) -> int:
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
 def test_tpch_embedded(embedded, single_node_sf01, n):
     sql = tpch_query(n)
-    assert_tables_equal(
-        embedded.sql(sql).to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql
-    )
+    df = embedded.sql(sql)
+    assert_tables_equal(df.to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
 
 
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
@@ -60,6 +62,7 @@ def test_tpch_local_cluster(three_processes, single_node_sf01, n):
     sql = tpch_query(n)
     df = three_processes.sql(sql)
     assert_tables_equal(df.to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
 
 
 @pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS)
@@ -69,6 +72,7 @@ def test_tpch_sharing_nothing(three_sharing_nothing, single_node_sf01, n):
     before = served_file_bytes(cluster)
     df = dctx.sql(sql)
     assert_tables_equal(df.to_arrow_table(), single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
     fetched = sum(stage.fetched_bytes for stage in df.metrics.stages.values())
     assert served_file_bytes(cluster) - before == fetched  # every fetched byte crossed Flight
     if len(df.distributed_plan().stages) > 2:  # a worker stage reads another's outputs

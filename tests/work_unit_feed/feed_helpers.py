@@ -10,6 +10,7 @@ from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, read_units
 from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 
 EVENTS = pa.schema([("unit", pa.int64()), ("k", pa.int64()), ("v", pa.float64()), ("tag", pa.string())])
 
@@ -55,12 +56,15 @@ def oracle(
 
 
 def check(dctx: DistributedContext, single: SessionContext, sql: str, distributed: bool = True) -> pa.Table:
-    """Run `sql` distributed and on one node; the answers must be equal."""
+    """Run `sql` through `dctx` and on one node; the answers must be equal, and the query must
+    have run as several tasks (`distributed`), or as one in the coordinator."""
     df = dctx.sql(sql)
-    if distributed:
-        assert df.distributed_plan().is_distributed, df.explain_string()
     got = df.to_arrow_table()
     assert_tables_equal(got, single.sql(sql).to_arrow_table(), sql=sql)
+    if distributed:
+        assert_ran_distributed(df)
+    else:
+        assert_ran_on_one_node(df)
     return got
 
 

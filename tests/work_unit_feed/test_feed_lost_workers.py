@@ -124,6 +124,7 @@ def test_a_worker_killed_after_reading_its_units(cluster):
             _restart_dead(cluster)
     assert handler.killed is not None
     assert_tables_equal(got, expected(), sql=SQL)
+    assert_ran_distributed(df)
     assert _total_units(df) == UNITS
 
 

@@ -90,19 +90,23 @@ def test_same_answers_in_rounds(setup, sql):
 
 
 @pytest.mark.parametrize(
-    "sql",
+    ("sql", "distributed"),
     [
-        "SELECT id, amount FROM sales ORDER BY amount DESC LIMIT 5",
-        "SELECT id, row_number() OVER (ORDER BY amount) AS r FROM sales WHERE id % 50 = 0",
-        "SELECT grp, count(*) AS n FROM (SELECT grp FROM sales UNION ALL SELECT tag AS grp FROM dim) GROUP BY grp",
-        "SELECT d.tag, count(s.id) AS n FROM dim d LEFT JOIN sales s ON s.grp = d.tag GROUP BY 1",
+        ("SELECT id, amount FROM sales ORDER BY amount DESC LIMIT 5", True),
+        ("SELECT id, row_number() OVER (ORDER BY amount) AS r FROM sales WHERE id % 50 = 0", True),
+        # these two are planned as one task, run in the coordinator
+        (
+            "SELECT grp, count(*) AS n FROM (SELECT grp FROM sales UNION ALL SELECT tag AS grp FROM dim) GROUP BY grp",
+            False,
+        ),
+        ("SELECT d.tag, count(s.id) AS n FROM dim d LEFT JOIN sales s ON s.grp = d.tag GROUP BY 1", False),
     ],
     ids=["top-k", "window", "union-with-a-table", "outer-join-padding-the-feed"],
 )
-def test_plans_that_cannot_run_in_rounds_read_their_units_at_once(setup, sql):
+def test_plans_that_cannot_run_in_rounds_read_their_units_at_once(setup, sql, distributed):
     dctx, single = setup
     assert "run in rounds" not in dctx.sql(sql).explain_string()
-    check(dctx, single, sql, distributed=False)
+    check(dctx, single, sql, distributed=distributed)
 
 
 def test_counts_are_never_answered_before_the_units_are_read(setup):
@@ -232,7 +236,9 @@ def tpch_feeds():
     single, ctx = SessionContext(), SessionContext()
     register_tpch(single, data)
     register_tpch(ctx, data)
-    with DistributedContext(ctx, config=DistributedConfig(embedded_workers=2, partitions_per_task=2)) as dctx:
+    with DistributedContext(
+        ctx, config=DistributedConfig(embedded_workers=2, partitions_per_task=2, bytes_per_partition=1)
+    ) as dctx:
         for table in ("orders", "supplier", "nation"):
             paths = sorted(str(p) for p in (data / table).glob("*.parquet"))
             dctx.deregister_table(table)
@@ -243,4 +249,4 @@ def tpch_feeds():
 @pytest.mark.parametrize("query", [3, 5, 9, 13, 18, 21, 22])
 def test_tpch_with_tables_read_as_parquet_feeds(tpch_feeds, query):
     dctx, single = tpch_feeds
-    check(dctx, single, tpch_query(query), distributed=False)  # small ones run as one task
+    check(dctx, single, tpch_query(query))
