@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datafusion_distributed.api.config import DistributedConfig
+from datafusion_distributed import DistributedConfig
 from datafusion_distributed.clusters.local import LocalCluster
 from datafusion_distributed.common.totals import total_of
 from datafusion_distributed.protocol.resolver import WorkerResolver

@@ -11,13 +11,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api.config import DistributedConfig
     from .api.context import DistributedContext
     from .api.dataframe import DistributedDataFrame
     from .clusters.embedded import EmbeddedCluster
     from .clusters.local import LocalCluster
     from .clusters.ray import RayCluster as RayCluster  # a re-export, left out of __all__
     from .common.version import __version__
+    from .distributed_planner.config import DistributedConfig
     from .errors import (
         ContextClosed,
         FeedFailed,
@@ -44,7 +44,7 @@ _MODULE_OF = {
     "__version__": ".common.version",
     "QueryCancelled": ".errors",
     "QueryTimedOut": ".errors",
-    "DistributedConfig": ".api.config",
+    "DistributedConfig": ".distributed_planner.config",
     "DistributedContext": ".api.context",
     "DistributedDataFrame": ".api.dataframe",
     "ContextClosed": ".errors",

@@ -21,6 +21,7 @@ from ..coordinator.liveness import LivenessMonitor
 from ..dashboard.history import Progress
 from ..dashboard.tables import SCHEMA as HISTORY_SCHEMA
 from ..dashboard.tables import named_tables, tables_context
+from ..distributed_planner.config import DistributedConfig
 from ..errors import InvalidSetting, QueryFailed, said_all
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, store_for_url
@@ -31,7 +32,6 @@ from ..protocol.resolver import WorkerResolver
 from ..runtime.session import SessionBuilder
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
-from .config import DistributedConfig
 from .dataframe import DistributedDataFrame, made_on
 from .engine import Engine
 from .settings import check_changeable, setting_rows, with_setting

@@ -633,7 +633,7 @@ class DistributedDataFrame:
     def _cancellable(
         self, run: QueryRun, on_restart: Callable[[], None] | None
     ) -> Generator[pa.RecordBatch, None, None]:
-        run.state.cancel_scope.start(run.state.options.query_timeout)
+        run.state.cancel_scope.start(run.state.config.query_timeout)
         with self._runs_lock:
             self._runs.add(run)
         try:

@@ -22,13 +22,13 @@ from ..clusters.embedded import EmbeddedCluster
 from ..coordinator.liveness import LivenessMonitor
 from ..coordinator.membership import Membership
 from ..coordinator.scheduler import QueryRun
-from ..coordinator.services import RunOptions, RunServices
-from ..coordinator.stragglers import StragglerRule
+from ..coordinator.services import RunServices, exchange_compression
 from ..coordinator.worker_check import WorkerCheck, unanswered
 from ..dashboard.history import QueryHistory
 from ..dashboard.progress import ProgressNotifier
 from ..dashboard.server import Dashboard
 from ..dashboard.workers import WorkerStatus
+from ..distributed_planner.config import DistributedConfig, QueryPlanConfig
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
 from ..errors import ContextClosed, WorkersUnavailable
@@ -41,7 +41,6 @@ from ..protocol.resolver import StaticResolver, WorkerResolver
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..work_unit_feed.service import FeedService
-from .config import DistributedConfig
 from .settings import changed_settings
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -49,10 +48,10 @@ log = logging.getLogger("datafusion_distributed.coordinator")
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """A query's distributed plan and the options its run takes from the same config."""
+    """A query's distributed plan and the config it was planned with, which its run reads too."""
 
     plan: DistributedPlan
-    options: RunOptions
+    config: QueryPlanConfig
 
 
 def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
@@ -152,10 +151,7 @@ class Engine:
         """The codec of exchange files under `config` (by default the current one): with "auto",
         none when they are read in place (no copy to save, and compressing costs CPU), lz4 when
         they cross the network."""
-        config = config or self.config
-        if config.compression != "auto":
-            return config.compression
-        return None if self.local_spools() else "lz4"
+        return exchange_compression((config or self.config).compression, bool(self.local_spools()))
 
     def workers(self) -> list[str]:
         """The URLs of the workers queries run on now, from the resolver.
@@ -180,13 +176,13 @@ class Engine:
         user's context as it was; a plan made from a logical plan holds its UDFs itself.
         (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
         from a logical plan never looks tables up by name, so url tables change nothing here.)"""
-        return self._planning_state(workers, config or self.config)[0]
+        return self._planning_state((config or self.config).planner(workers))[0]
 
-    def _planning_state(self, workers: int, config: DistributedConfig) -> tuple[SessionContext, TaskSettings]:
+    def _planning_state(self, config: QueryPlanConfig) -> tuple[SessionContext, TaskSettings]:
         """The planning session (see `planning_session`) and the user's settings its queries'
         tasks carry (`travelling_settings`), both made again only when the user's settings (or
         the cluster's size) changed: the copy and its SETs cost more than planning a small query."""
-        overrides = tuple(config.planner(workers).datafusion_settings().items())
+        overrides = tuple(config.datafusion_settings().items())
         key = (repr(self.ctx), overrides)  # the context's repr lists every setting
         with self._planning_lock:
             if self._planning is not None and self._planning[0] == key:
@@ -223,19 +219,19 @@ class Engine:
 
     def plan(self, df: DataFrame) -> PlannedQuery:
         """Plan `df` for the current workers, in a copy of the user's session, and cut it into
-        stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`),
-        with the options of its run: one config for both, whatever a SET does meanwhile."""
-        config = self.config
-        workers = len(self.workers())
+        stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`).
+        The config it is planned with is made once, here, and its run reads the same one,
+        whatever a SET does meanwhile."""
+        config = self.config.planner(len(self.workers()))
         stores = self._object_stores
 
         def cut(logical: LogicalPlan) -> DistributedPlan:
-            session, task_settings = self._planning_state(workers, config)
+            session, task_settings = self._planning_state(config)
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
             plan = plan_query(
                 physical,
                 session,
-                config.planner(workers),
+                config,
                 self.handlers,
                 logical.display_indent_schema(),
                 self._head_sessions.base(),  # built as the workers' are: what a task plan meets
@@ -243,17 +239,7 @@ class Engine:
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 
         plan = choose_plan(df, self.ctx, cut, stores, self._session_hook)
-        options = RunOptions(
-            self.exchange_compression(config),
-            config.task_attempts,
-            config.query_timeout,
-            config.planner(workers) if config.adaptive else None,
-            StragglerRule(config.speculation_factor, config.speculation_min_seconds)
-            if config.speculation
-            else None,
-            config.worker_refresh_seconds,
-        )
-        return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), options)
+        return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), config)
 
     def run(self, planned: PlannedQuery, handlers: HandlerChain, sql: str = "") -> QueryRun:
         """A run of `planned` on the current workers, its events going to `handlers` and into
@@ -266,7 +252,7 @@ class Engine:
         self._check_given_workers()
         if self._worker_check is not None and not planned.plan.is_distributed:
             self._worker_check.start(workers)  # in the background, the first time only
-        return QueryRun(planned.plan, workers, services, planned.options, handlers)
+        return QueryRun(planned.plan, workers, services, planned.config, handlers)
 
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the coordinator runs a head stage carrying `settings` (the user's

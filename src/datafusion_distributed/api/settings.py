@@ -15,8 +15,7 @@ import typing
 from typing import Any
 
 from ..common.units import parse_bytes
-from ..distributed_planner.config import is_byte_size, unknown_setting
-from .config import DistributedConfig
+from ..distributed_planner.config import DistributedConfig, is_byte_size, unknown_setting
 from .settings_statements import PREFIX
 
 # Fields a context cannot change once made: why, for the error that refuses the change.

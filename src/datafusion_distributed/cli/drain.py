@@ -20,8 +20,9 @@ POLL_SECONDS = 0.25
 def run_drain(args: argparse.Namespace) -> int:
     """`drain`: 0 once every worker was asked (with `--wait`: has drained or exited), 1 when one
     could not be asked or, with `--wait`, had not drained within `--timeout` seconds."""
+    from ..common.tokens import token_from_env
     from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
-    from ..protocol.auth import read_pem, token_from_env
+    from ..protocol.auth import read_pem
     from ..protocol.flight import ClientConfig, ClientPool
 
     pool = ClientPool(

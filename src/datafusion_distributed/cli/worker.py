@@ -121,7 +121,7 @@ def run_worker(args: argparse.Namespace) -> int:
             confine_to(args.cpus)
         except (OSError, ValueError) as exc:
             raise SystemExit(f"error: --cpus: {exc}") from None
-    from ..protocol.auth import TOKEN_ENV, token_from_env
+    from ..common.tokens import TOKEN_ENV, token_from_env
     from ..worker.flight_worker import FlightWorker
 
     token = args.auth_token or token_from_env()

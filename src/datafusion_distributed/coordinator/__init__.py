@@ -4,8 +4,8 @@
   are complete, tasks are placed on workers, lost outputs are recomputed (`retry` decides what
   is tried again, and reports every lost worker once; `liveness` probes the workers in use, so
   one that stops answering is lost after `liveness_timeout`, and renews the queries' leases).
-- `services`: what a run takes from its context: the shared services (`RunServices`) and the
-  options of this run, read from the config it was planned with (`RunOptions`).
+- `services`: the long-lived services every run of a context shares (`RunServices`); the
+  run's settings are those of the config its query was planned with (`QueryPlanConfig`).
 - `run_state`: the state the scheduler, the head stage and the table shipper share.
 - `adapting` (stages re-planned as they start), `feed_tasks` (the feed units of task
   attempts), `release` (the query's data deleted on its workers at its end): the parts of a

@@ -26,8 +26,8 @@ class StageAdapter:
         """`stage`, whose producers are complete, as it runs: re-planned from the sizes they
         wrote when the query is adaptive (once; see `distributed_planner.adaptive`), or None
         when it runs inside another stage instead."""
-        config = self.state.options.adaptive
-        if config is None or stage.id in self._adapted:
+        config = self.state.config
+        if not config.adaptive or stage.id in self._adapted:
             return stage
         self._adapted.add(stage.id)
         request = adapt_request(self.state.plan, stage, self.state.results, config)
@@ -52,7 +52,7 @@ class StageAdapter:
         build side with a task for every worker holds it: one of fewer tasks would leave
         workers idle meanwhile, which costs more than the shuffle saved (measured in
         benchmarks/README.md)."""
-        if self.state.options.adaptive is None:
+        if not self.state.config.adaptive:
             return False
         build = build_side_of(self.state.plan, stage)
         if build is None or build in self.state.results:

@@ -17,6 +17,7 @@ from typing import Any
 from datafusion import SessionContext
 
 from ..codec import replace_subtree
+from ..distributed_planner.config import QueryPlanConfig
 from ..distributed_planner.empty_inputs import read_in_place_of_nothing
 from ..distributed_planner.planner import single_task
 from ..errors import QueryFailed
@@ -32,7 +33,7 @@ from .inputs import exchange_schema, input_groups, needs_single_task
 from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
 from .retry import RetryPolicy
-from .services import RunOptions, RunServices
+from .services import RunServices, exchange_compression
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -44,7 +45,7 @@ class RunState:
     plan: DistributedPlan
     workers: list[str]
     services: RunServices
-    options: RunOptions
+    config: QueryPlanConfig  # the config the query was planned with, read by its run
     query_id: str
     events: QueryCollector  # lifecycle events and metrics
     liveness: LivenessMonitor
@@ -65,7 +66,7 @@ class RunState:
         plan: DistributedPlan,
         workers: Sequence[str],
         services: RunServices,
-        options: RunOptions,
+        config: QueryPlanConfig,
         handlers: HandlerChain,
     ) -> RunState:
         """The state of a new run of `plan`, with an id of its own."""
@@ -73,9 +74,14 @@ class RunState:
         events = QueryCollector(query_id, handlers)
         liveness = services.liveness or LivenessMonitor(services.clients)
         retry = RetryPolicy(
-            options.task_attempts, events, on_lost=functools.partial(_lost, liveness, query_id)
+            config.task_attempts, events, on_lost=functools.partial(_lost, liveness, query_id)
         )
-        return cls(plan, list(workers), services, options, query_id, events, liveness, retry)
+        return cls(plan, list(workers), services, config, query_id, events, liveness, retry)
+
+    @property
+    def compression(self) -> str | None:
+        """The codec of the run's exchange files (see `exchange_compression`)."""
+        return exchange_compression(self.config.compression, bool(self.services.local_spools))
 
     @property
     def metrics(self) -> QueryMetrics:
@@ -133,7 +139,7 @@ class RunState:
         if membership is None:
             return
         try:
-            urls = membership.recent(self.options.worker_refresh_seconds)
+            urls = membership.recent(self.config.worker_refresh_seconds)
         except Exception as exc:  # any resolver's error: the stage runs on the workers it had
             log.warning(
                 "could not ask the resolver for workers (going on with %d): %s", len(self.workers), exc

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
+from ..distributed_planner.config import QueryPlanConfig
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure, said_all
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
@@ -37,7 +38,7 @@ from .head import WORKER_ERRORS, HeadStage
 from .object_store_writes import staged_write
 from .release import release_query
 from .run_state import RunState
-from .services import RunOptions, RunServices
+from .services import RunServices
 from .shipping import TableShipper
 from .speculation import Speculation
 
@@ -58,13 +59,15 @@ class QueryRun:
         plan: DistributedPlan,
         workers: Sequence[str],
         services: RunServices,
-        options: RunOptions | None = None,
+        config: QueryPlanConfig | None = None,
         handlers: HandlerChain | None = None,
     ) -> None:
         if not workers:
             raise ValueError("no workers to run the query on")
         self.handlers = handlers or HandlerChain()
-        self.state = RunState.start(plan, workers, services, options or RunOptions(), self.handlers)
+        self.state = RunState.start(
+            plan, workers, services, config or QueryPlanConfig(workers=len(workers)), self.handlers
+        )
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.stage_seconds: dict[int, float] = {}
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
@@ -131,7 +134,7 @@ class QueryRun:
             plan=task.plan if plan is None else plan,
             inputs=self.state.task_inputs(stage, task),
             worker=worker,
-            compression=self.state.options.compression,
+            compression=self.state.compression,
             settings=self.state.plan.task_settings,
             object_stores=self.state.plan.object_stores,
             feeds=feeds,

@@ -1,19 +1,17 @@
 """What a query's run takes from the context that started it: the long-lived services every run
-of the context shares, and the options of this one run, read from the config it was planned
-with (a `SET` while it runs changes the next query, never this one)."""
+of the context shares. The settings of the run are those of the config its query was planned
+with (`QueryPlanConfig`: a `SET` while it runs changes the next query, never this one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..distributed_planner.config import QueryPlanConfig
 from ..protocol.flight import ClientPool
 from ..runtime.session import task_session
 from ..runtime.session_settings import TaskSessions
 from ..work_unit_feed.service import FeedService
 from .liveness import LivenessMonitor
 from .membership import Membership
-from .stragglers import StragglerRule
 
 
 @dataclass(frozen=True)
@@ -38,26 +36,10 @@ class RunServices:
     membership: Membership | None = None
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How one run goes, fixed when its query was planned.
-
-    Attributes:
-        compression: the codec of exchange files (None: uncompressed).
-        task_attempts: how many times a task is tried before the query fails.
-        query_timeout: seconds the query may run (None: no limit).
-        adaptive: the query's planning config when its stages are re-planned from their
-            inputs' sizes as they run (`distributed_planner.adaptive`); None when they run as
-            planned.
-        speculation: when stragglers get a second attempt on another worker (see
-            `coordinator.speculation`); None when they do not.
-        worker_refresh_seconds: how old the resolver's answer may be when a stage starts
-            before it is asked again (see `coordinator.membership`).
-    """
-
-    compression: str | None = "lz4"
-    task_attempts: int = 3
-    query_timeout: float | None = None
-    adaptive: QueryPlanConfig | None = None
-    speculation: StragglerRule | None = None
-    worker_refresh_seconds: float = 1.0
+def exchange_compression(setting: str | None, read_in_place: bool) -> str | None:
+    """The codec of exchange files under the `compression` setting: with "auto", none when
+    they are read in place (no copy to save, and compressing costs CPU), lz4 when they cross
+    the network."""
+    if setting != "auto":
+        return setting
+    return None if read_in_place else "lz4"

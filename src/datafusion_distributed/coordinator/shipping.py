@@ -116,7 +116,7 @@ class TableShipper:
         started = time.perf_counter()
         folder = os.path.join(self._local_folder(), f"table-{table.id}")
         output = write_task_outputs(
-            session, scan, folder, run.options.compression, cancelled=lambda: run.cancel_scope.cancelled
+            session, scan, folder, run.compression, cancelled=lambda: run.cancel_scope.cancelled
         )
         run.cancel_scope.check()
         partitions = tuple(PartitionResult(p.partition, p.rows, p.bytes, p.path) for p in output.partitions)
@@ -156,7 +156,7 @@ class TableShipper:
         for partition in range(scan.partition_count):
             batches = stream_partition(session, scan, partition, run.cancel_scope.check)
             try:
-                message = ShipPartition(run.query_id, table.id, partition, run.options.compression)
+                message = ShipPartition(run.query_id, table.id, partition, run.compression)
                 result, batch_schema = client.put_partition(message, batches)
             finally:
                 batches.close()

@@ -71,7 +71,12 @@ class Speculation:
         given_up: GivenUp,
     ) -> None:
         self.state = state
-        self.rule: StragglerRule | None = state.options.speculation
+        config = state.config
+        self.rule: StragglerRule | None = (
+            StragglerRule(config.speculation_factor, config.speculation_min_seconds)
+            if config.speculation
+            else None
+        )
         self._tasks = tasks  # the scheduler's: each started stage's tasks
         self._submit, self._route, self._given_up = submit, route, given_up
         self._started: dict[Future, tuple[int, float]] = {}  # a call's stage, and when it was first seen

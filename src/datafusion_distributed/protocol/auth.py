@@ -16,18 +16,13 @@ worker trusts during the TLS handshake, before it can send any request.
 from __future__ import annotations
 
 import hmac
-import os
 import secrets
 
 import pyarrow.flight as flight
 
-TOKEN_ENV = "DATAFUSION_DISTRIBUTED_TOKEN"
+from ..common.tokens import TOKEN_ENV
+
 MAX_TOKEN_CHARS = 4096
-
-
-def token_from_env() -> str | None:
-    """The token in DATAFUSION_DISTRIBUTED_TOKEN, or None when it is unset or empty."""
-    return os.environ.get(TOKEN_ENV) or None
 
 
 def new_token() -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..api.config import DistributedConfig
+from ..distributed_planner.config import DistributedConfig
 from ..events.handlers import Adaptation, AdaptRequest, DistributedHandler, TaskCount, TaskCountRequest
 
 #: Every scan worth a task of its own, no join side computed in place or broadcast by size;

@@ -17,9 +17,10 @@ import pyarrow.flight as flight
 from ..common.errors import is_failure
 from ..common.fs import lies_in, makedirs
 from ..common.memory import resident_bytes
+from ..common.tokens import TOKEN_ENV, token_from_env
 from ..common.version import __version__
 from ..events.chain import HandlerChain
-from ..protocol.auth import TOKEN_ENV, TokenServerMiddlewareFactory, read_pem, token_from_env
+from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.messages import (
     PROTOCOL_VERSION,
