@@ -24,7 +24,7 @@ from ..execution_plans.stage import (
 )
 from .boundaries import splits_write
 from .broadcast import broadcast_join
-from .fragments import Fragment, cut_edges, stage_leaves
+from .fragments import Edge, Fragment, cut_edges, stage_leaves
 from .rounds import runs_in_rounds
 from .skew import skew_inputs
 
@@ -87,7 +87,6 @@ class Built:
 
 def build_stages(fragment: Fragment, built: Built) -> None:
     """Add the stages of `fragment` and of the fragments it reads to `built`, producers first."""
-    stages = built.stages
     cut = cut_edges(fragment)
     tables = {}
     for edge in cut:
@@ -95,17 +94,55 @@ def build_stages(fragment: Fragment, built: Built) -> None:
             tables[id(edge)] = built.table(edge.fragment)
         else:
             build_stages(edge.fragment, built)
-    fragment.stage_id = len(stages)
+    fragment.stage_id = len(built.stages)
     markers = {id(edge.node): input_marker(edge.fragment.stage_id) for edge in cut}
-    feeds = []
     feed_leaves = stage_leaves(fragment, "feeds")
-    for node, whole in feed_leaves:
+    feeds = _feed_scans(fragment, feed_leaves, built, markers)  # their markers added to `markers`
+    plan = replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
+    inputs, per_input_parts = _stage_inputs(fragment, cut, markers, tables)
+    scans = _scan_shares(fragment)
+    splits_leaves = fragment.tasks > 1 and any(
+        not whole for _, whole in (*stage_leaves(fragment, "scans"), *feed_leaves)
+    )
+    boundaries = [edge.node for edge in cut]
+    broadcast = broadcast_join(
+        fragment.root,
+        boundaries,
+        inputs,
+        markers,
+        [edge.fragment.table is None and not stage_leaves(edge.fragment, "feeds") for edge in cut],
+        shares_only_inputs=not splits_leaves and not feeds,
+    )
+    local_nodes = list(_stage_nodes(fragment.root, set(markers)))
+    built.stages.append(
+        Stage(
+            id=fragment.stage_id,
+            root=fragment.root,
+            plan=plan,
+            inputs=tuple(inputs),
+            tasks=tuple(_task_plans(fragment.tasks, plan, local_nodes, scans, inputs, per_input_parts)),
+            output=fragment.kind,
+            reason=fragment.reason,
+            sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
+            feeds=tuple(feeds),
+            skew_inputs=skew_inputs(fragment.root, boundaries, inputs, splits_leaves),
+            broadcast=broadcast,
+        )
+    )
+
+
+def _feed_scans(
+    fragment: Fragment, leaves: list[tuple[PlanNode, bool]], built: Built, markers: dict[int, bytes]
+) -> list[FeedScan]:
+    """The stage's feed scans, each given an id and a marker (added to `markers`)."""
+    feeds = []
+    for node, whole in leaves:
         scan_id, built.feed_scans = built.feed_scans, built.feed_scans + 1
         ref = collected_feed_scan(node.raw)
         # rounds: a stage's one feed scan of Parquet files, shared out, under nodes that keep
         # rows apart (a reader's units are read before the task's plan runs, all at once)
         rounds = (
-            len(feed_leaves) == 1
+            len(leaves) == 1
             and not whole
             and ref.parquet
             and runs_in_rounds(fragment.root, node, set(markers))
@@ -129,8 +166,14 @@ def build_stages(fragment: Fragment, built: Built) -> None:
             )
         )
         markers[id(node)] = feeds[-1].marker
-    plan = replace_nodes(fragment.root.raw, list(fragment.root.walk()), markers)
-    local_nodes = list(_stage_nodes(fragment.root, set(markers)))
+    return feeds
+
+
+def _stage_inputs(
+    fragment: Fragment, cut: list[Edge], markers: dict[int, bytes], tables: dict[int, ShippedTable]
+) -> tuple[list[StageInput], list[list[list[int]] | None]]:
+    """The stage's inputs, one per cut edge, and each input's partitions per task (None for an
+    input every task reads whole)."""
     inputs, per_input_parts = [], []
     for edge in cut:
         producer = edge.fragment
@@ -158,7 +201,15 @@ def build_stages(fragment: Fragment, built: Built) -> None:
                 boundary_node=edge.node,
             )
         )
-    # Each scan's files, kind and share per task, decoded once for all the stage's tasks.
+    return inputs, per_input_parts
+
+
+_ScanShares = tuple[PlanNode, list, str, list[list[int]]]  # scan, file groups, kind, groups per task
+
+
+def _scan_shares(fragment: Fragment) -> list[_ScanShares]:
+    """Each scan's file groups, kind and the groups each task reads, decoded once for all the
+    stage's tasks."""
     scans = []
     for scan, whole in stage_leaves(fragment, "scans"):
         groups = file_groups(scan.raw)
@@ -167,45 +218,29 @@ def build_stages(fragment: Fragment, built: Built) -> None:
             [every] * fragment.tasks if whole or fragment.tasks == 1 else _chunks(len(groups), fragment.tasks)
         )
         scans.append((scan, groups, scan_kind(scan.raw) or "", shares))  # collected as a scan: it has a kind
-    splits_leaves = fragment.tasks > 1 and any(
-        not whole for _, whole in (*stage_leaves(fragment, "scans"), *feed_leaves)
-    )
-    boundaries = [edge.node for edge in cut]
-    skewable = skew_inputs(fragment.root, boundaries, inputs, splits_leaves)
-    broadcast = broadcast_join(
-        fragment.root,
-        boundaries,
-        inputs,
-        markers,
-        [edge.fragment.table is None and not stage_leaves(edge.fragment, "feeds") for edge in cut],
-        shares_only_inputs=not splits_leaves and not feeds,
-    )
-    tasks = []
-    for k in range(fragment.tasks):
+    return scans
+
+
+def _task_plans(
+    tasks: int,
+    plan: bytes,
+    local_nodes: list[PlanNode],
+    scans: list[_ScanShares],
+    inputs: list[StageInput],
+    per_input_parts: list[list[list[int]] | None],
+) -> list[TaskPlan]:
+    """Each task's plan (its share of every split scan) and input partitions."""
+    found = []
+    for k in range(tasks):
         restricted, described = {}, []
         for scan, groups, kind, shares in scans:
             keep = shares[k]
             if len(keep) != len(groups):
                 restricted[id(scan)] = restrict_file_groups(scan.raw, keep)
             described.append((kind, tuple(tuple(groups[i]) for i in keep)))
-        task_plan = replace_nodes(plan, local_nodes, restricted)
         parts = tuple(
             tuple(chunks[k]) if chunks else tuple(range(inp.partitions))
             for chunks, inp in zip(per_input_parts, inputs, strict=True)
         )
-        tasks.append(TaskPlan(k, task_plan, parts, tuple(described)))
-    stages.append(
-        Stage(
-            id=fragment.stage_id,
-            root=fragment.root,
-            plan=plan,
-            inputs=tuple(inputs),
-            tasks=tuple(tasks),
-            output=fragment.kind,
-            reason=fragment.reason,
-            sink=file_sink(fragment.root.raw) if splits_write(fragment.root, not fragment.path) else None,
-            feeds=tuple(feeds),
-            skew_inputs=skewable,
-            broadcast=broadcast,
-        )
-    )
+        found.append(TaskPlan(k, replace_nodes(plan, local_nodes, restricted), parts, tuple(described)))
+    return found

@@ -9,6 +9,7 @@ import os
 import pickle
 import threading
 import time
+from collections.abc import Callable
 
 import pyarrow.flight as flight
 from datafusion import SessionContext
@@ -106,7 +107,7 @@ class TaskRunner:
     def run(self, message: RunTask, started: float, name: str) -> TaskResult:
         """Run the task of `message` (called `name` in logs and errors, started at `started`)
         and write its outputs to the spool; its failure is a FlightServerError saying why."""
-        query_id, key = message.query_id, message.key
+        key = message.key
         cancelled = functools.partial(self._cancelled.is_cancelled, key)  # the query, or this attempt
         sources: list[RemoteUnits] = []  # where the task's feed scans get units, closed at its end
         try:
@@ -114,43 +115,20 @@ class TaskRunner:
             recorder = TaskRecorder(message.worker, message.inputs)
             inputs, fetched = resolve_inputs(message.inputs, functools.partial(self._read, recorder, message))
             ctx = self._task_session(message.settings, message.object_stores)
-
-            def rewrite(plan: ExecutionPlan) -> ExecutionPlan:
-                return self._handlers.rewrite_plan(
-                    PlanRewriteRequest(
-                        message.query_id,
-                        message.stage,
-                        message.task,
-                        message.attempt,
-                        plan,
-                        ctx,
-                        message.worker,
-                    )
-                )
-
-            feeds = self._feeds_to_read(message, sources)
-            check = functools.partial(self._cancelled.check, key)
-            leaves: list[tuple[bytes, bytes]] = []
-            rounds = None
-            if len(feeds) == 1 and message.feeds[0].rounds:
-                rounds = functools.partial(FeedRounds, feeds[0], check)
-            else:
-                folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
-                charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
-                leaves = [(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)]
+            leaves, rounds = self._feed_leaves(message, sources)
             ran = run_task(
                 ctx,
                 message.plan,
                 inputs,
                 leaves,
-                rewrite=rewrite,
+                rewrite=functools.partial(self._rewrite, message, ctx),
                 rounds=rounds,
                 write_to=OutputFiles(
                     self.spool.attempt_dir(key),
                     message.compression,
-                    path_for=lambda p: self.spool.attempt_output_path(key, p),
+                    path_for=functools.partial(self.spool.attempt_output_path, key),
                     cancelled=cancelled,
-                    on_write=functools.partial(self.spool.charge, query_id),
+                    on_write=functools.partial(self.spool.charge, message.query_id),
                 ),
             )
             output = ran.output
@@ -170,27 +148,51 @@ class TaskRunner:
         except BaseException as exc:  # a panic inside DataFusion fails the task like any error
             if not is_failure(exc):
                 raise
-            if self._stopped.is_set():  # stopped with the worker, not failed
-                log.info("%s stopped, the worker is stopping: %s", name, exc)
-            elif cancelled():  # its query was cancelled: a user's choice, not a failure
-                log.debug("%s cancelled: %s", name, exc)
-            else:
-                log.warning("%s failed: %s", name, exc)
-            lost: str | None
-            if self._stopped.is_set():  # stopped, not failed: the coordinator retries it elsewhere
-                lost, text = message.worker, "the worker is stopping"
-            else:
-                lost, text = lost_worker(exc), self.describe(exc)
-            extra = lost_worker_info(lost) if lost else b""
-            raise flight.FlightServerError(f"{name} failed: {text}", extra_info=extra) from exc
+            raise self._failure(message, name, exc, cancelled()) from exc
         finally:
             for source in sources:
                 source.close()
             self.spool.remove_inputs(key)
-            if self._cancelled.is_cancelled(query_id):  # outputs written after the query's data was deleted
-                self.spool.release(query_id)
+            if self._cancelled.is_cancelled(message.query_id):  # outputs written after its data was deleted
+                self.spool.release(message.query_id)
             elif cancelled():  # this attempt lost to another: its outputs go, the task's others stay
                 self.spool.discard_attempt(key)
+
+    def _rewrite(self, message: RunTask, ctx: SessionContext, plan: ExecutionPlan) -> ExecutionPlan:
+        """`plan` as the worker's plan-rewrite handlers leave it."""
+        request = PlanRewriteRequest(
+            message.query_id, message.stage, message.task, message.attempt, plan, ctx, message.worker
+        )
+        return self._handlers.rewrite_plan(request)
+
+    def _feed_leaves(
+        self, message: RunTask, sources: list[RemoteUnits]
+    ) -> tuple[list[tuple[bytes, bytes]], Callable[..., FeedRounds] | None]:
+        """The task's feed scans read now, as (marker, leaf) to splice in; or, for one feed read
+        in rounds, the rounds to make instead."""
+        feeds = self._feeds_to_read(message, sources)
+        check = functools.partial(self._cancelled.check, message.key)
+        if len(feeds) == 1 and message.feeds[0].rounds:
+            return [], functools.partial(FeedRounds, feeds[0], check)
+        folder = os.path.join(self.spool.inputs_dir(message.key), "feeds")
+        charge = functools.partial(self.spool.charge_input, message.key)  # like fetched inputs
+        return [(f.marker, f.leaf) for f in read_feeds(feeds, folder, check, charge)], None
+
+    def _failure(self, message: RunTask, name: str, exc: BaseException, cancelled: bool) -> Exception:
+        """The error a failed task answers with, logged as what it was: stopped with the worker
+        (its coordinator retries it elsewhere), cancelled, or failed."""
+        if self._stopped.is_set():
+            log.info("%s stopped, the worker is stopping: %s", name, exc)
+            lost: str | None = message.worker
+            text = "the worker is stopping"
+        else:
+            if cancelled:  # its query was cancelled: a user's choice, not a failure
+                log.debug("%s cancelled: %s", name, exc)
+            else:
+                log.warning("%s failed: %s", name, exc)
+            lost, text = lost_worker(exc), self.describe(exc)
+        extra = lost_worker_info(lost) if lost else b""
+        return flight.FlightServerError(f"{name} failed: {text}", extra_info=extra)
 
     def _feeds_to_read(self, message: RunTask, sources: list[RemoteUnits]) -> list[FeedToRead]:
         """The task's feed scans, each asking the coordinator's feed service for units through
