@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, wait
 
 import pyarrow as pa
 from datafusion.plan import ExecutionPlan
@@ -25,6 +26,7 @@ from datafusion.plan import ExecutionPlan
 from ..codec import ScannedFile
 from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
+from ..common.threads import kept_threads
 from ..errors import (
     QueryCancelled,
     QueryFailed,
@@ -43,6 +45,7 @@ from ..runtime.inputs import ResolvedInput, resolve_inputs
 from ..runtime.run import run_task
 from ..runtime.streaming import stream_partitions
 from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
+from .cancellation import POLL_SECONDS
 from .gather import read_file, restore_names
 from .run_state import RunState
 
@@ -197,16 +200,22 @@ class HeadStage:
         return recorder.read(location, self._fetch, location)
 
     def _fetch(self, location: FileLocation) -> tuple[ScannedFile, int]:
+        """One input file of the final stage, read in place or copied here. A fetch from a
+        worker that stops answering liveness probes is given up on then (it fails as that
+        worker lost, so its outputs are recomputed), not when its own deadline passes."""
         run = self.run
+        fetch = kept_threads.submit(
+            fetch_input,
+            location,
+            run.query_id,
+            run.services.clients,
+            self._scratch_dir,
+            run.services.local_spools,
+            writer="the coordinator",
+        )
+        self._wait_on(location.worker, fetch, f"fetching stage {location.stage} output")
         try:
-            return fetch_input(
-                location,
-                run.query_id,
-                run.services.clients,
-                self._scratch_dir,
-                run.services.local_spools,
-                writer="the coordinator",
-            )
+            return fetch.result()
         except LocalWriteError as exc:  # this side's disk: no worker is to blame
             raise QueryFailed(str(exc)) from exc
         except WORKER_ERRORS as exc:
@@ -251,7 +260,29 @@ class HeadStage:
         finished()
 
     def _stream(self, worker: str, ticket: Ticket) -> Iterator[pa.RecordBatch]:
+        """One output of the final stage, streamed from `worker`, each batch waited for while
+        the worker answers liveness probes (see `_wait_on`)."""
+        end = object()
         try:
-            yield from self.run.services.clients.get(worker).stream(ticket)
+            batches = iter(self.run.services.clients.get(worker).stream(ticket))
+            while True:
+                pending = kept_threads.submit(next, batches, end)
+                self._wait_on(worker, pending, "reading the result")
+                batch = pending.result()
+                if batch is end:
+                    return
+                yield batch
         except WORKER_ERRORS as exc:
             raise QueryFailed(f"reading the result from {worker} failed: {exc}") from exc
+
+    def _wait_on(self, worker: str, call: Future, what: str) -> None:
+        """Wait for `call`, a read from `worker`, while the query is not cancelled and the worker
+        answers liveness probes: one that stops answering is given up on then, as lost (its
+        outputs are recomputed), not when the read's own deadline passes. The call is left to
+        end in the background; what it reads late is never used."""
+        run = self.run
+        while not wait([call], timeout=POLL_SECONDS).done:
+            run.cancel_scope.check()
+            if worker in run.dead or run.liveness.lost(worker):
+                lost = WorkerUnreachable(worker, "it stopped answering liveness probes")
+                raise QueryFailed(f"{what} from {worker} failed: {lost}") from lost

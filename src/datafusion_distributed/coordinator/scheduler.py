@@ -29,7 +29,7 @@ from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
 from ..protocol.flight import draining_worker, lost_worker
-from ..protocol.messages import FeedTask, RunTask, TaskResult
+from ..protocol.messages import FeedTask, RunTask, TaskKey, TaskResult
 from .adapting import StageAdapter
 from .cancellation import POLL_SECONDS
 from .empty_builds import NOT_RUN, ProbeHolds
@@ -81,6 +81,7 @@ class QueryRun:
         self._unfinished: list[Future] = []  # task calls still running when the stages stopped
         self.adapter = StageAdapter(self.state, self.handlers)  # re-plans stages as they start
         self.feeds = RunFeeds(self.state)
+        self._input_holders: dict[Future, set[str]] = {}  # per attempt, the workers its inputs are on
         self.probes = ProbeHolds()  # failures of probe stages a join may never have needed
         # second attempts of stragglers, checked on every turn of `run_stages`
         self.speculation = Speculation(
@@ -104,6 +105,38 @@ class QueryRun:
             return WorkerUnreachable(worker, "lost earlier in this query")
         return self.state.liveness.unreachable(worker) if self.state.liveness.lost(worker) else None
 
+    def _inputs_given_up(self, attempt: Future) -> WorkerUnreachable | None:
+        """Why a running attempt should no longer be waited for because a worker holding
+        outputs it fetches has stopped answering, if it should: it would wait on that worker
+        until its own fetch timed out. Outputs read in place (a spool shared on this host) do
+        not need their worker. The task is then tried again once those outputs are recomputed."""
+        if self.state.services.local_spools:
+            return None
+        for holder in sorted(self._input_holders.get(attempt, ())):
+            if (lost := self._given_up(holder)) is not None:
+                return lost
+        return None
+
+    def _stop_attempt(self, worker: str, stage: int, index: int, attempt: int) -> None:
+        """Stop an attempt given up on, in the background: it stops fetching and its outputs go
+        (whatever it did late is never read: a retry is numbered apart)."""
+        key = TaskKey(self.state.query_id, stage, index, attempt)
+
+        def stop() -> None:
+            try:
+                self.state.services.clients.get(worker).cancel_attempt(key)
+            except WORKER_ERRORS as exc:  # its data goes with the query's release anyway
+                log.debug(
+                    "could not stop attempt %d of stage %d task %d on %s: %s",
+                    attempt,
+                    stage,
+                    index,
+                    worker,
+                    exc,
+                )
+
+        kept_threads.submit(stop)
+
     # -- running stages ---------------------------------------------------------------------
     def _sent_plan(self, stage: Stage, task: TaskPlan) -> bytes:
         """The plan bytes an attempt of `task` is sent: a write's task writes to a new staging
@@ -115,7 +148,12 @@ class QueryRun:
     def _submit(self, stage: Stage, task: TaskPlan, worker: str, attempt: int) -> Future:
         """Start an attempt of `task` on `worker`, in a thread of its own."""
         plan, feeds = self._sent_plan(stage, task), self.feeds.tasks(stage, task)
-        return kept_threads.submit(self._run_task, stage, task, worker, attempt, plan, feeds)
+        future = kept_threads.submit(self._run_task, stage, task, worker, attempt, plan, feeds)
+        # where its inputs are as it starts: a recompute moves them, the attempt reads them here
+        self._input_holders[future] = {
+            holder for inp in stage.inputs for holder in self.state.placement.get(inp.producer, ())
+        }
+        return future
 
     def _run_task(
         self,
@@ -193,6 +231,7 @@ class QueryRun:
                 self.state.cancel_scope.check()
                 for future in done:
                     stage, index = running.pop(future)
+                    self._input_holders.pop(future, None)
                     worker = self.state.placement[stage.id][index]
                     try:
                         result = future.result()
@@ -213,9 +252,13 @@ class QueryRun:
                 for future, (stage, index) in list(running.items()):
                     worker = self.state.placement[stage.id][index]
                     watched = future.done() or self.speculation.racing(future)  # a race watches its own
-                    lost = None if watched else self._given_up(worker)  # an answer in is read next turn
+                    # an answer in is read next turn
+                    lost = None if watched else self._given_up(worker) or self._inputs_given_up(future)
                     if lost is not None:
                         del running[future]  # stop waiting: a late answer is never read
+                        self._input_holders.pop(future, None)
+                        if lost.url != worker:  # the task waits on a lost worker's outputs: stop it
+                            self._stop_attempt(worker, stage.id, index, attempts.get((stage.id, index), 0))
                         running[self._retry_task(stage, index, worker, lost, attempts)] = (stage, index)
         finally:
             for future in running:
