@@ -1,4 +1,5 @@
-"""The end of a query on the workers: its spool data deleted, its late tasks stopped."""
+"""The end of a query, or of one attempt, on the workers: its spool data deleted, its late
+tasks stopped."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from concurrent.futures import wait
 
 from ..common.threads import kept_threads
+from ..protocol.messages import TaskKey
 from .cancellation import POLL_SECONDS
 from .head import WORKER_ERRORS
 from .run_state import RunState
@@ -55,3 +57,20 @@ def _cancel_on(state: RunState, url: str) -> Exception | None:
     except WORKER_ERRORS as exc:
         return exc
     return None
+
+
+def stop_attempt(state: RunState, worker: str, key: TaskKey) -> None:
+    """Stop an attempt given up on (a speculative race lost, inputs on a lost worker) and delete
+    its outputs, in the background: whatever it does late is never read (a retry is numbered
+    apart), and the query's release deletes its data anyway."""
+
+    def stop() -> None:
+        try:
+            state.services.clients.get(worker).cancel_attempt(key)
+        except Exception as exc:  # a worker lost meanwhile: its data goes with the query's release
+            log.debug(
+                "could not stop attempt %d of stage %d task %d on %s: %s",
+                *(key.attempt, key.stage, key.task, worker, exc),
+            )
+
+    kept_threads.submit(stop)

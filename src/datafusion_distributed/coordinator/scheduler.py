@@ -36,7 +36,7 @@ from .empty_builds import NOT_RUN, ProbeHolds
 from .feed_tasks import RunFeeds
 from .head import WORKER_ERRORS, HeadStage
 from .object_store_writes import staged_write
-from .release import release_query
+from .release import release_query, stop_attempt
 from .run_state import RunState
 from .services import RunServices
 from .shipping import TableShipper
@@ -116,26 +116,6 @@ class QueryRun:
             if (lost := self._given_up(holder)) is not None:
                 return lost
         return None
-
-    def _stop_attempt(self, worker: str, stage: int, index: int, attempt: int) -> None:
-        """Stop an attempt given up on, in the background: it stops fetching and its outputs go
-        (whatever it did late is never read: a retry is numbered apart)."""
-        key = TaskKey(self.state.query_id, stage, index, attempt)
-
-        def stop() -> None:
-            try:
-                self.state.services.clients.get(worker).cancel_attempt(key)
-            except WORKER_ERRORS as exc:  # its data goes with the query's release anyway
-                log.debug(
-                    "could not stop attempt %d of stage %d task %d on %s: %s",
-                    attempt,
-                    stage,
-                    index,
-                    worker,
-                    exc,
-                )
-
-        kept_threads.submit(stop)
 
     # -- running stages ---------------------------------------------------------------------
     def _sent_plan(self, stage: Stage, task: TaskPlan) -> bytes:
@@ -258,7 +238,10 @@ class QueryRun:
                         del running[future]  # stop waiting: a late answer is never read
                         self._input_holders.pop(future, None)
                         if lost.url != worker:  # the task waits on a lost worker's outputs: stop it
-                            self._stop_attempt(worker, stage.id, index, attempts.get((stage.id, index), 0))
+                            key = TaskKey(
+                                self.state.query_id, stage.id, index, attempts.get((stage.id, index), 0)
+                            )
+                            stop_attempt(self.state, worker, key)
                         running[self._retry_task(stage, index, worker, lost, attempts)] = (stage, index)
         finally:
             for future in running:

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from ..common.threads import kept_threads
 from ..errors import WorkerUnreachable
 from ..execution_plans.stage import Stage, TaskPlan
 from ..protocol.flight import draining_worker, lost_worker
 from ..protocol.messages import TaskKey
+from .release import stop_attempt
 from .run_state import RunState
 from .stragglers import StragglerRule
 
@@ -208,19 +208,5 @@ class Speculation:
                     *(stage, index, winner.number, winner.worker, loser.number, loser.worker),
                 )
                 key = TaskKey(self.state.query_id, stage, index, loser.number)
-                kept_threads.submit(self._stop, loser.worker, key)
+                stop_attempt(self.state, loser.worker, key)
         race.outcome.set_result(winner.future.result())
-
-    def _stop(self, worker: str, key: TaskKey) -> None:
-        """Stop a losing attempt and delete its outputs (the query's release deletes them anyway)."""
-        try:
-            self.state.services.clients.get(worker).cancel_attempt(key)
-        except Exception as exc:  # a worker lost meanwhile: its data goes with the query's release
-            log.debug(
-                "could not stop attempt %d of stage %d task %d on %s: %s",
-                key.attempt,
-                key.stage,
-                key.task,
-                worker,
-                exc,
-            )
