@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from datafusion_distributed.test_utils.distribution import assert_most_ran_distributed
+from datafusion_distributed.test_utils.distribution import assert_share_ran_distributed
 from devtools.fuzz.differ import (
     BOTH_FAIL,
     DISTRIBUTED_ONLY_ERROR,
@@ -99,7 +99,7 @@ def test_variants_are_run_only_when_the_answers_differ():
 
 def _assert_no_difference(report) -> None:
     assert report.bad == 0, report.summary()
-    assert_most_ran_distributed(report.distributed, report.queries)
+    assert_share_ran_distributed(report.distributed, report.queries)
     assert report.one_node_share <= 0.02, report.summary()
 
 
