@@ -1,6 +1,7 @@
 # Everything sets itself up on a fresh clone: the first target run creates .venv and
-# installs the package (editable) with its development extra; later runs skip that step
-# until pyproject.toml changes.
+# installs the package (editable) with its development extra, which compiles the data plane
+# (native/, Rust, by maturin); later runs skip that step until pyproject.toml or the crate
+# changes. Cargo's build folder lives outside the clone, so clones and CI runs share it.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,11 @@ VENV_PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
+NATIVE := native/Cargo.toml
+NATIVE_SOURCES := $(NATIVE) native/Cargo.lock $(wildcard native/src/*.rs)
+
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export CARGO_TARGET_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/datafusion-distributed/cargo-target
 
 .PHONY: all setup demo test test-all lint format clean-data bench slt fuzz browser screenshots
 
@@ -17,7 +22,7 @@ all: test
 $(VENV_PYTHON):
 	$(PYTHON) -m venv $(VENV)
 
-$(INSTALLED): pyproject.toml | $(VENV_PYTHON)
+$(INSTALLED): pyproject.toml $(NATIVE_SOURCES) | $(VENV_PYTHON)
 	$(VENV_PYTHON) -m pip install --quiet --upgrade pip
 	$(VENV_PYTHON) -m pip install --quiet -e '.[dev]'
 	touch $@
@@ -28,10 +33,13 @@ setup: $(INSTALLED)
 demo: $(INSTALLED)
 	MIMALLOC_PURGE_DECOMMITS=0 $(VENV_PYTHON) examples/demo.py
 
+# the crate's tests build with the release profile, reusing what the package's build compiled
 test: $(INSTALLED)
+	cargo test --quiet --release --locked --manifest-path $(NATIVE)
 	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(INSTALLED)
+	cargo test --quiet --release --locked --manifest-path $(NATIVE)
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 # Headless Chromium for the dashboard's browser test: found, or installed from Debian's packages
@@ -47,10 +55,13 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	cargo fmt --check --manifest-path $(NATIVE)
+	cargo clippy --quiet --release --locked --all-features --all-targets --manifest-path $(NATIVE) -- -D warnings
 
 format: $(INSTALLED)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+	cargo fmt --manifest-path $(NATIVE)
 
 # TPC-H, single-node against distributed side by side (see benchmarks/README.md); override
 # e.g. `make bench BENCH_ARGS="--sf 1 --iterations 5 --queries 1,3"`.

@@ -22,6 +22,7 @@ PACKAGE_DIR = Path(datafusion_distributed.__file__).parent
 ROOT = "<root>"  # the package's __init__.py: the public API
 
 LAYERS: list[set[str]] = [
+    {"_native"},  # the compiled data plane (native/), which imports nothing of the package
     {"common"},
     {"errors"},
     {"codec"},

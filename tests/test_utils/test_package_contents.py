@@ -52,12 +52,14 @@ def test_the_22_queries_are_package_data() -> None:
         assert text.lstrip().startswith(f"-- TPC-H Q{n}:")
 
 
-def test_the_queries_are_declared_as_package_data() -> None:
-    """Without the pyproject entry a wheel would leave the files behind, whatever a checkout has."""
+def test_the_package_folder_is_packed_whole() -> None:
+    """maturin packs every file of the package folder (the queries, the dashboard's files)
+    unless told to leave some out: nothing may be."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     path = PACKAGE_DIR.parents[1] / "pyproject.toml"
     if not path.is_file():
         pytest.skip("the package is not imported from a source checkout")
     pyproject = tomllib.loads(path.read_text(encoding="utf-8"))
-    declared = pyproject["tool"]["setuptools"]["package-data"]["datafusion_distributed"]
-    assert "test_utils/tpch_queries/*.sql" in declared
+    assert pyproject["build-system"]["build-backend"] == "maturin"
+    maturin = pyproject["tool"]["maturin"]
+    assert maturin["python-source"] == "src" and "exclude" not in maturin

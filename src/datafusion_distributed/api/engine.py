@@ -246,7 +246,13 @@ class Engine:
         the context's query history (`sql`: the query's text there)."""
         handlers = handlers.with_handlers([self.history.recorder(planned.plan, sql)])
         services = RunServices(
-            self.clients, self.liveness, self.feeds, self._head_sessions, self.local_spools(), self.membership
+            self.clients,
+            self.liveness,
+            self.feeds,
+            self._head_sessions,
+            self.local_spools(),
+            self.membership,
+            in_process=self._cluster is not None,
         )
         workers = self.workers()
         self._check_given_workers()

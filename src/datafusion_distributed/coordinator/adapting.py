@@ -27,7 +27,7 @@ class StageAdapter:
         wrote when the query is adaptive (once; see `distributed_planner.adaptive`), or None
         when it runs inside another stage instead."""
         config = self.state.config
-        if not config.adaptive or stage.id in self._adapted:
+        if not config.adaptive or stage.id in self._adapted or stage.id in self.state.streams.pinned:
             return stage
         self._adapted.add(stage.id)
         request = adapt_request(self.state.plan, stage, self.state.results, config)
@@ -52,7 +52,7 @@ class StageAdapter:
         build side with a task for every worker holds it: one of fewer tasks would leave
         workers idle meanwhile, which costs more than the shuffle saved (measured in
         benchmarks/README.md)."""
-        if not self.state.config.adaptive:
+        if not self.state.config.adaptive or stage.id in self.state.streams.pinned:
             return False
         build = build_side_of(self.state.plan, stage)
         if build is None or build in self.state.results:

@@ -34,6 +34,7 @@ from .lifecycle import QueryCollector
 from .liveness import LivenessMonitor
 from .retry import RetryPolicy
 from .services import RunServices, exchange_compression
+from .streaming import StreamPlan, streamed_input
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
@@ -59,6 +60,7 @@ class RunState:
     # by input marker: where an input left empty is read, its subtree reading nothing (or None)
     no_rows: dict[bytes, InputBoundary | None] = field(default_factory=dict)
     draining_seen: set[str] = field(default_factory=set)  # draining workers this query was told of
+    streams: StreamPlan = field(default_factory=StreamPlan)  # the exchanges that stream (see `streaming`)
 
     @classmethod
     def start(
@@ -159,7 +161,10 @@ class RunState:
     # -- building task messages -------------------------------------------------------------
     def tasks_of(self, stage: Stage) -> tuple[TaskPlan, ...]:
         """The tasks `stage` runs as: one when a split input turned out empty."""
-        return (single_task(stage),) if needs_single_task(stage.inputs, self.results) else stage.tasks
+        spooled = [
+            inp for inp in stage.inputs if not self.streams.streams(inp)
+        ]  # a stream is never empty-replaced
+        return (single_task(stage),) if needs_single_task(spooled, self.results) else stage.tasks
 
     def _location(self, producer: int) -> Callable[[int, Any], FileLocation]:
         def locate(task: int, part: Any) -> FileLocation:
@@ -188,6 +193,11 @@ class RunState:
         subtree (see `read_from_files`). An empty exchange carries its subtree, to run in its
         place: reading nothing where it can (see `empty_inputs`), else as planned, with each
         memory table shipped inside it read from the table's files rather than carried as rows."""
+        if self.streams.streams(inp):
+            tasks = (
+                list(producers) if producers is not None else list(range(len(self.placement[inp.producer])))
+            )
+            return streamed_input(inp, list(parts), tasks, self.attempts), []
         produced = self.results[inp.producer]
         schema = exchange_schema(produced)
         if schema is not None:

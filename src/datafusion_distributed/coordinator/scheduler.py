@@ -27,9 +27,10 @@ from ..distributed_planner.config import QueryPlanConfig
 from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure, said_all
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
-from ..execution_plans.stage import DistributedPlan, Stage, TaskPlan
+from ..execution_plans.stage import DistributedPlan, Stage, StageInput, TaskPlan
 from ..protocol.flight import draining_worker, lost_worker
 from ..protocol.messages import FeedTask, RunTask, TaskKey, TaskResult
+from ..runtime import streams
 from .adapting import StageAdapter
 from .cancellation import POLL_SECONDS
 from .empty_builds import NOT_RUN, ProbeHolds
@@ -41,11 +42,15 @@ from .run_state import RunState
 from .services import RunServices
 from .shipping import TableShipper
 from .speculation import Speculation
+from .streaming import StreamBroken, StreamPlan, close_stage, is_echo
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 # how long a failed write waits for its stopped tasks to end before deleting its staging (a
 # stopped task ends at its next batch; one that does not within this is left to its worker)
 WRITE_STOP_SECONDS = 10.0
+# how long a task failure that only echoes another's (a stream it read broke off) waits for
+# the failure that caused it, which is the one the query reports
+ECHO_WAIT_SECONDS = 5.0
 
 
 class QueryRun:
@@ -70,6 +75,11 @@ class QueryRun:
         )
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.stage_seconds: dict[int, float] = {}
+        final = plan.final
+        final_on_workers = plan.write is None and not plan.in_memory and final.task_count > 1
+        self.state.streams = StreamPlan.of(
+            plan, self.state.config.exchange, services.in_process, final_on_workers
+        )
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
         self.shipper = TableShipper(self.state)  # the plan's large memory tables, provided as producers
         # a file write split over the final stage's tasks: staged per attempt, committed at the end
@@ -156,6 +166,7 @@ class QueryRun:
             settings=self.state.plan.task_settings,
             object_stores=self.state.plan.object_stores,
             feeds=feeds,
+            stream_output=stage.id in self.state.streams.producers,
         )
         return self.state.services.clients.get(worker).run_task(message)
 
@@ -175,8 +186,14 @@ class QueryRun:
         self.state.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.state.events.stage_started(stage.id, self.state.placement[stage.id])
+        attempts = self.state.attempts  # none yet, unless the stage runs again after a broken stream
         return {
-            self._submit(stage, t, self.state.placement[stage.id][t.index], 0): (stage, t.index)
+            self._submit(
+                stage, t, self.state.placement[stage.id][t.index], attempts.get((stage.id, t.index), 0)
+            ): (
+                stage,
+                t.index,
+            )
             for t in tasks
         }
 
@@ -188,11 +205,12 @@ class QueryRun:
         partial: dict[int, list[TaskResult | None]] = {}
         started: dict[int, float] = {}
         attempts = self.state.attempts  # shared with speculation and recomputes: numbers stay unique
+        echoes: list[tuple[float, Stage, int, BaseException]] = []  # failures echoing another's
         try:
-            while waiting or running:
+            while waiting or running or echoes:
                 for stage_id in list(waiting):
                     stage = self.state.plan.stage(stage_id)
-                    ready = all(inp.producer in self.state.results for inp in stage.inputs)
+                    ready = all(self._readable(inp) for inp in stage.inputs)
                     if ready and not self.adapter.held(stage):
                         waiting.remove(stage_id)
                         adapted = self.adapter.adapted(stage)
@@ -202,6 +220,9 @@ class QueryRun:
                         new = self._start_stage(adapted)
                         partial[adapted.id] = [None] * len(new)
                         running.update(new)
+                if not running and echoes:  # nothing left to say what caused them
+                    _, echoed, echoed_task, echo = echoes[0]
+                    self.state.retry.after_failure(echo, 1, f"stage {echoed.id} task {echoed_task}")
                 if not running:
                     if not waiting:
                         break  # the rest were folded into the last stage
@@ -216,6 +237,10 @@ class QueryRun:
                     try:
                         result = future.result()
                     except WORKER_ERRORS as exc:
+                        if self.state.streams.producers and lost_worker(exc) is None and is_echo(exc):
+                            echoes.append((time.perf_counter(), stage, index, exc))  # the cause follows
+                            continue
+                        self._check_streams(stage, exc)
                         if self._holds(stage, exc):
                             self.probes.hold(stage.id, exc)  # decided once the build side is known
                             continue
@@ -228,6 +253,9 @@ class QueryRun:
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
+                if echoes and time.perf_counter() - echoes[0][0] > ECHO_WAIT_SECONDS:  # no cause came
+                    _, echoed, echoed_task, echo = echoes[0]
+                    self.state.retry.after_failure(echo, 1, f"stage {echoed.id} task {echoed_task}")
                 self._skip_unneeded_probes(waiting, running, partial)
                 for future, (stage, index) in list(running.items()):
                     worker = self.state.placement[stage.id][index]
@@ -235,6 +263,7 @@ class QueryRun:
                     # an answer in is read next turn
                     lost = None if watched else self._given_up(worker) or self._inputs_given_up(future)
                     if lost is not None:
+                        self._check_streams(stage, lost)
                         del running[future]  # stop waiting: a late answer is never read
                         self._input_holders.pop(future, None)
                         if lost.url != worker:  # the task waits on a lost worker's outputs: stop it
@@ -250,6 +279,19 @@ class QueryRun:
             # stops the tasks still running; their calls end then, and only a write waits for
             # them, so that no file is staged after its staging folder is deleted.
             self._unfinished.extend(running)
+
+    def _readable(self, inp: StageInput) -> bool:
+        """Whether a stage may start reading its input `inp`: its producers are complete, or,
+        streamed, have started."""
+        if self.state.streams.streams(inp):
+            return inp.producer in self.state.placement
+        return inp.producer in self.state.results
+
+    def _check_streams(self, stage: Stage, exc: BaseException) -> None:
+        """Raise StreamBroken when a task of a stage that streams (or reads a stream) lost its
+        worker: its streams cannot be resumed, only run again."""
+        if stage.id in self.state.streams.pinned and self.state.streams.producers:
+            raise StreamBroken(f"stage {stage.id} lost a worker while stages streamed: {exc}") from exc
 
     def _holds(self, stage: Stage, exc: BaseException) -> bool:
         """Whether the failure `exc` of a task of `stage` (its own error, not a lost or
@@ -340,6 +382,9 @@ class QueryRun:
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.state.results[stage.id] = results
+        for inp in stage.inputs:
+            if self.state.streams.streams(inp):  # what it never read lets its producers end
+                close_stage(self.state.query_id, inp.producer)
         self.feeds.finish_stage(stage)
         self.stage_seconds[stage.id] = time.perf_counter() - started
         rows = sum(p.rows for r in results for p in r.partitions)
@@ -407,7 +452,13 @@ class QueryRun:
 
     def _run(self, on_restart: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         self.shipper.ship_all()
-        self.run_stages([stage.id for stage in self.state.plan.stages[:-1]])
+        self.state.metrics.streamed_stages = sorted(self.state.streams.producers)
+        final_id = self.state.plan.final.id
+        if final_id in self.state.streams.pinned:  # it reads streams: it starts with its producers
+            self._run_streaming([stage.id for stage in self.state.plan.stages])
+            yield from self.head.gather(on_restart)
+            return
+        self._run_streaming([stage.id for stage in self.state.plan.stages[:-1]])
         final = self.adapter.adapted(self.state.plan.final)
         assert final is not None  # the final stage runs inside no other
         if self.write is not None:
@@ -417,6 +468,47 @@ class QueryRun:
         else:
             self.run_stages([final.id])
             yield from self.head.gather(on_restart)
+
+    def _run_streaming(self, stage_ids: list[int]) -> None:
+        """`run_stages`; when a worker is lost while stages stream, their streams stop and the
+        stages still needed run again, spooled."""
+        try:
+            self.run_stages(stage_ids)
+        except StreamBroken as broken:
+            log.warning("%s; running them again with spooled exchanges", broken)
+            self.state.events.task_rerun()
+            cause = broken.__cause__ if broken.__cause__ is not None else broken
+            self._spool_instead(cause)
+            self.run_stages(self._still_needed(stage_ids))
+
+    def _spool_instead(self, cause: BaseException) -> None:
+        """Stop this run's streams and forget what the streamed stages made (it was read by
+        tasks that did not finish), marking the lost worker dead and recomputing the files it
+        held; the stages run with spooled exchanges from now on."""
+        streams.release(self.state.query_id)  # every sink and source of the query stops
+        for stage_id in self.state.streams.producers:
+            self.state.results.pop(stage_id, None)
+        for stage_id in self.state.streams.pinned:
+            for task in self.state.plan.stage(stage_id).tasks:
+                self.state.new_attempt(stage_id, task.index)  # never the numbers of the broken run
+        self.state.streams = StreamPlan()
+        self.state.metrics.streamed_stages = []
+        self.state.retry.after_failure(cause, 1, "a streamed run")
+        self.recompute_lost_outputs()
+
+    def _still_needed(self, stage_ids: list[int]) -> list[int]:
+        """The stages of `stage_ids` not complete whose output some stage still needs: the
+        last one, and those that an incomplete needed stage reads."""
+        plan, done = self.state.plan, self.state.results
+        needed: set[int] = set()
+        pending = [plan.final.id]
+        while pending:
+            stage_id = pending.pop()
+            if stage_id in needed or stage_id in done:
+                continue
+            needed.add(stage_id)
+            pending.extend(inp.producer for inp in plan.stage(stage_id).inputs)
+        return [i for i in stage_ids if i in needed]
 
     def _written(self) -> pa.RecordBatch:
         """Run the write stage on the workers, commit its files, and answer as DataFusion

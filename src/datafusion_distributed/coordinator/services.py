@@ -26,6 +26,8 @@ class RunServices:
         local_spools: workers' spools this process reads in place (a cluster on this host).
         membership: the resolver's answers, asked again as each stage starts (None: the
             workers the run was given, throughout).
+        in_process: every worker runs in this process (the embedded cluster): exchanges
+            between them may stream (see `streaming`).
     """
 
     clients: ClientPool
@@ -34,6 +36,7 @@ class RunServices:
     head_sessions: TaskSessions = field(default_factory=lambda: TaskSessions(task_session))
     local_spools: tuple[str, ...] = ()
     membership: Membership | None = None
+    in_process: bool = False
 
 
 def exchange_compression(setting: str | None, read_in_place: bool) -> str | None:

@@ -121,6 +121,10 @@ class Speculation:
     def _is_straggler(self, stage: Stage, index: int, elapsed: float) -> bool:
         if (stage.id, index) in self._tried or stage.feeds or self._writes_files(stage):
             return False
+        if (
+            stage.id in self.state.streams.pinned
+        ):  # a second attempt would read nothing: streams are read once
+            return False
         tasks = len(self._tasks.get(stage.id, ()))
         return self.rule is not None and self.rule.is_straggler(
             elapsed, self._finished.get(stage.id, []), tasks

@@ -145,6 +145,14 @@ class DistributedConfig:
         compression: codec of exchanged Arrow IPC files: "lz4", "zstd", None, or "auto": None
             when the workers' outputs are read in place (a cluster the library started on this
             host), "lz4" otherwise. Default "auto".
+        exchange: how stages hand their outputs on: "stream" (batches flow from producer to
+            consumer tasks as they are made, through the compiled data plane, the two stages
+            running at once), "spool" (Arrow IPC files, each stage waiting for the whole of its
+            inputs), or "auto": stream where it can and spool where it must (an output read by
+            more than one task, a broadcast, the last stage the coordinator reads, a stage that
+            writes files or reads a feed in rounds, workers in other processes);
+            `DataFrame.metrics.streamed_stages` says which streamed. A streamed run that loses a worker is run again spooled.
+            Default "spool" until "auto" passes the whole test suite (it is opt-in meanwhile).
         connect_timeout: seconds to wait for a worker to answer a short call. Positive.
             Default 30.
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.
@@ -239,6 +247,7 @@ class DistributedConfig:
 
     embedded_workers: int = 2
     compression: str | None = "auto"
+    exchange: str = "spool"
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
     liveness_timeout: float = 10.0
@@ -292,6 +301,8 @@ class DistributedConfig:
         require(self.embedded_workers >= 1, "embedded_workers", "at least 1", self.embedded_workers)
         codecs = (None, "lz4", "zstd", "auto")
         require(self.compression in codecs, "compression", "None, 'lz4', 'zstd' or 'auto'", self.compression)
+        exchanges = ("auto", "stream", "spool")
+        require(self.exchange in exchanges, "exchange", "'auto', 'stream' or 'spool'", self.exchange)
         require(self.connect_timeout > 0, "connect_timeout", "positive", self.connect_timeout)
         require(self.task_timeout > 0, "task_timeout", "positive", self.task_timeout)
         require(self.liveness_timeout > 0, "liveness_timeout", "positive", self.liveness_timeout)

@@ -136,6 +136,7 @@ class QueryMetrics:
     lost_workers: list[str] = field(default_factory=list)
     draining_workers: list[str] = field(default_factory=list)
     rerun_tasks: int = 0
+    streamed_stages: list[int] = field(default_factory=list)  # stages whose outputs streamed to their reader
 
     def stage(self, stage_id: int) -> StageMetrics | None:
         """The metrics of stage `stage_id`, None if it has not started."""

@@ -27,10 +27,18 @@ MAX_FILES = 100_000
 MAX_HEARTBEAT_QUERIES = 10_000  # query ids one heartbeat may name
 _QUERY_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KINDS = {kind.value for kind in BoundaryKind}
-_OPTIONAL = {"compression", "metrics", "settings", "object_stores", "feeds"}  # fields a message may leave out
+_OPTIONAL = {
+    "compression",
+    "metrics",
+    "settings",
+    "object_stores",
+    "feeds",
+    "streams",
+    "stream_output",
+}  # fields a message may leave out
 # Fields added since the version was last raised: left out of a message while empty, so a peer
 # that predates them still reads the messages that do not use them (and refuses the others).
-_LEFT_OUT_WHEN_EMPTY = {"settings", "object_stores", "feeds"}
+_LEFT_OUT_WHEN_EMPTY = {"settings", "object_stores", "feeds", "streams", "stream_output"}
 _STORE_FIELDS = {f.name for f in fields(S3Store)}
 _FEED_TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
@@ -104,6 +112,19 @@ class FileLocation:
 
 
 @dataclass(frozen=True)
+class StreamChannel:
+    """One output partition of one attempt of a producer task whose output streams (see
+    `runtime.streams`): `address` is where its worker's data plane serves it, "" when the
+    producer runs in the reader's process."""
+
+    address: str
+    stage: int
+    task: int
+    attempt: int
+    partition: int
+
+
+@dataclass(frozen=True)
 class TaskKey:
     """One attempt at one task of a query: what a worker keeps the inputs it fetched and the
     outputs it wrote under, and what `cancel_attempt` names. A run never numbers two attempts
@@ -133,6 +154,9 @@ class TaskInput:
     boundary: bytes
     boundary_child: bytes
     groups: tuple[tuple[FileLocation, ...], ...] | None
+    # a streamed input: the producer channels each partition of the task's leaf reads (`groups`
+    # is then None and the boundary is what the leaf stands for)
+    streams: tuple[tuple[StreamChannel, ...], ...] = ()
 
     @classmethod
     def of(
@@ -188,6 +212,7 @@ class RunTask:
     # their credentials travel here, so the message is never logged or shown
     object_stores: ObjectStores = ()
     feeds: tuple[FeedTask, ...] = ()  # the task's work-unit feed scans
+    stream_output: bool = False  # its outputs stream to readers running now, not to files
 
     @property
     def key(self) -> TaskKey:
@@ -310,8 +335,24 @@ def _file_location(raw: Any) -> FileLocation:
     )
 
 
+def _stream_channel(raw: Any) -> StreamChannel:
+    _check(
+        isinstance(raw, dict) and set(raw) == {f.name for f in fields(StreamChannel)}, "bad stream channel"
+    )
+    address = _str(raw["address"], "address", 1024)
+    _check(address == "" or address.count(":") >= 1, "a stream channel's address must be host:port or empty")
+    return StreamChannel(
+        address=address,
+        stage=_int(raw["stage"], "stage", high=1 << 20),
+        task=_int(raw["task"], "task", high=1 << 20),
+        attempt=_int(raw["attempt"], "attempt", high=1000),
+        partition=_int(raw["partition"], "partition", high=1 << 20),
+    )
+
+
 def _task_input(raw: Any) -> TaskInput:
-    _check(isinstance(raw, dict) and set(raw) == {f.name for f in fields(TaskInput)}, "bad task input")
+    names = {f.name for f in fields(TaskInput)}
+    _check(isinstance(raw, dict) and names - {"streams"} <= set(raw) <= names, "bad task input")
     _check(
         isinstance(raw["kind"], str) and raw["kind"] in _KINDS, f"input kind must be one of {sorted(_KINDS)}"
     )
@@ -325,6 +366,13 @@ def _task_input(raw: Any) -> TaskInput:
         groups=None
         if groups is None
         else tuple(tuple(_file_location(f) for f in _list(g, "group")) for g in _list(groups, "groups")),
+        streams=tuple(
+            tuple(_stream_channel(c) for c in _list(g, "stream group"))
+            for g in _list(raw.get("streams", []), "streams")
+        ),
+    )
+    _check(
+        not (task_input.streams and task_input.groups is not None), "an input is streamed or read from files"
     )
     _check_boundary(task_input)
     return task_input
@@ -333,7 +381,7 @@ def _task_input(raw: Any) -> TaskInput:
 def _check_boundary(task_input: TaskInput) -> None:
     """The boundary bytes an input needs: the subtree that runs in place of an input of no
     files; for a coalesce or merge read from files, its node over the child the scan replaces."""
-    if task_input.groups is None:
+    if task_input.groups is None and not task_input.streams:
         _check(
             bool(task_input.boundary), "an input with no files must carry the boundary subtree run instead"
         )
@@ -424,6 +472,7 @@ def decode_run_task(data: bytes) -> RunTask:
         settings=_settings(body.get("settings", [])),
         object_stores=_object_stores(body.get("object_stores", [])),
         feeds=tuple(_feed_task(f) for f in _list(body.get("feeds", []), "feeds", 64)),
+        stream_output=body.get("stream_output", False) is True,
     )
 
 

@@ -15,6 +15,7 @@ from datafusion import SessionContext
 from ..codec import ScannedFile, replace_subtree, with_file_groups, with_output_names
 from ..common.threads import map_concurrently
 from ..execution_plans.stage import InputBoundary
+from .streams import Channel, source_leaf
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ class ResolvedInput:
     where: InputBoundary
     groups: tuple[tuple[ScannedFile, ...], ...] | None
     schema: bytes | None  # IPC-serialised schema the producers wrote (None when all empty)
+    streams: tuple[tuple[Channel, ...], ...] = ()  # a streamed input's channels, per partition
+    query_id: str = ""  # the query whose channels `streams` are
 
 
 def unique_names(schema: pa.Schema) -> pa.Schema:
@@ -74,8 +77,13 @@ def arrow_scan(schema: pa.Schema, groups: Sequence[Sequence[ScannedFile]]) -> by
 
 
 def input_leaf(resolved: ResolvedInput) -> bytes:
-    """The plan bytes that replace an input marker in a task's plan."""
+    """The plan bytes that replace an input marker in a task's plan: a scan of its files, or
+    for a streamed input the data plane's leaf, standing where the scan would."""
     where = resolved.where
+    if resolved.streams:
+        stands_for = where.boundary_child if where.runs_boundary else where.boundary
+        leaf = source_leaf(resolved.query_id, stands_for, resolved.streams)
+        return replace_subtree(where.boundary, stands_for, leaf) if where.runs_boundary else leaf
     if resolved.groups is None or resolved.schema is None:
         return where.boundary
     schema = pa.ipc.read_schema(pa.py_buffer(resolved.schema))
@@ -92,11 +100,12 @@ FETCH_CONCURRENCY = 4
 
 
 def resolve_inputs(
-    task_inputs: Sequence, locate: Callable[[Any], tuple[ScannedFile, int]]
+    task_inputs: Sequence, locate: Callable[[Any], tuple[ScannedFile, int]], query_id: str = ""
 ) -> tuple[list[ResolvedInput], int]:
     """Locate every file of a task's inputs, several at once, and group them as the task reads
-    them. `task_inputs` are TaskInput messages; `locate(location)` gives (the local file, bytes
-    fetched over the network: 0 when read in place). Returns the inputs and the bytes fetched."""
+    them. `task_inputs` are TaskInput messages (of query `query_id`); `locate(location)` gives
+    (the local file, bytes fetched over the network: 0 when read in place). Returns the inputs
+    and the bytes fetched."""
     locations = [loc for inp in task_inputs for group in (inp.groups or ()) for loc in group]
     located = dict(zip(locations, map_concurrently(locate, locations, FETCH_CONCURRENCY), strict=True))
     resolved = [
@@ -104,6 +113,8 @@ def resolve_inputs(
             inp.where,
             None if inp.groups is None else tuple(tuple(located[loc][0] for loc in g) for g in inp.groups),
             inp.schema,
+            inp.streams,
+            query_id,
         )
         for inp in task_inputs
     ]

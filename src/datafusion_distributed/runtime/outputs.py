@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -203,3 +203,36 @@ def write_task_outputs(
     return TaskOutput(
         tuple(out for out, _ in results), schema.serialize().to_pybytes() if schema is not None else None
     )
+
+
+def stream_task_outputs(
+    ctx: SessionContext, plan: ExecutionPlan, cancelled: Callable[[], bool] | None = None
+) -> TaskOutput:
+    """Run every partition of the sink plan `plan` at once and wait for each to say what it
+    sent. A partition that fails stops the task with its error; `cancelled` is asked every
+    `STREAM_POLL_SECONDS` meanwhile (True raises TaskCancelled; releasing the query stops the sink)."""
+    count = plan.partition_count
+
+    def run(partition: int) -> PartitionOutput:
+        rows = nbytes = 0
+        for batch in ctx.execute(plan, partition):  # one row: what the partition sent
+            sent = batch.to_pyarrow()
+            rows += sum(sent.column("rows").to_pylist())
+            nbytes += sum(sent.column("bytes").to_pylist())
+        return PartitionOutput(partition, None, rows, nbytes)
+
+    futures = [kept_threads.submit(run, p) for p in range(count)]
+    pending = set(futures)
+    while pending:  # partitions left waiting after a failure are stopped by the query's release
+        done, pending = wait(pending, timeout=STREAM_POLL_SECONDS, return_when=FIRST_EXCEPTION)
+        if (error := next((f.exception() for f in done if f.exception() is not None), None)) is not None:
+            raise error
+        if cancelled is not None and cancelled():
+            raise TaskCancelled("the query was cancelled")
+    return TaskOutput(tuple(f.result() for f in futures), STREAMED_SCHEMA)
+
+
+STREAM_POLL_SECONDS = 0.2
+# What a streamed task answers as its outputs' schema: its consumers never read it (they
+# declared theirs), but it says the exchange is not known to be empty.
+STREAMED_SCHEMA = pa.schema([]).serialize().to_pybytes()

@@ -14,8 +14,9 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from .inputs import ResolvedInput
-from .outputs import PlanRounds, TaskOutput, write_task_outputs
+from .outputs import PlanRounds, TaskOutput, stream_task_outputs, write_task_outputs
 from .streaming import stream_partitions
+from .streams import Attempt
 from .task_plan import prepare_task_plan
 
 Leaves = Sequence[tuple[bytes, bytes]]  # (marker, plan bytes) of the feed scans a task read
@@ -53,6 +54,7 @@ def run_task(
     rounds: Callable[[Callable[[bytes, bytes], ExecutionPlan]], PlanRounds] | None = None,
     write_to: OutputFiles | None = None,
     check: Callable[[], None] | None = None,
+    stream_to: Attempt | None = None,
 ) -> RanTask:
     """Run the task whose plan bytes are `plan`, in `ctx`, over `inputs` and the feed scans
     `leaves`.
@@ -61,10 +63,11 @@ def run_task(
     given the function that builds a round's plan from its feed scan's (marker, leaf), makes
     the task's rounds (a feed read in rounds; `leaves` are then unused). With `write_to` the output partitions are
     written to files now; otherwise they are streamed as the returned batches are read, `check`
-    asked before each batch."""
+    asked before each batch. With `stream_to` too (no rounds), they stream to the data plane's
+    channels of that attempt instead of files (see `streams`)."""
 
     def build(spliced: Leaves) -> ExecutionPlan:
-        built = prepare_task_plan(ctx, plan, list(inputs), spliced)
+        built = prepare_task_plan(ctx, plan, list(inputs), spliced, stream_to)
         return rewrite(built) if rewrite is not None else built
 
     planned_rounds = rounds(lambda marker, leaf: build([(marker, leaf)])) if rounds is not None else None
@@ -72,6 +75,9 @@ def run_task(
     assert physical is not None  # a task has at least one round
     if write_to is None:
         return RanTask(physical, batches=stream_partitions(ctx, physical, check=check))
+    if stream_to is not None:
+        assert planned_rounds is None  # a stage whose feed is read in rounds writes files
+        return RanTask(physical, output=stream_task_outputs(ctx, physical, write_to.cancelled))
     output = write_task_outputs(
         ctx,
         physical,

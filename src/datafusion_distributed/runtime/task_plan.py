@@ -13,6 +13,7 @@ from ..codec import replace_subtree
 from ..codec.cooperative import wrap_cooperative
 from ..execution_plans.plan_node import PlanNode
 from .inputs import ResolvedInput, input_leaf
+from .streams import Attempt, sink_plan, with_exchange_codec
 
 log = logging.getLogger(__name__)
 
@@ -26,34 +27,45 @@ def prepare_task_plan(
     plan: bytes,
     inputs: list[ResolvedInput],
     leaves: Sequence[tuple[bytes, bytes]] = (),
+    stream_to: Attempt | None = None,
 ) -> ExecutionPlan:
     """Splice every input into a task's plan bytes and deserialise it, each join under a
     yield point (see the module's docstring). `leaves` are other (marker, plan bytes) pairs to
-    splice in: the scans of the work-unit feeds the task read."""
+    splice in: the scans of the work-unit feeds the task read. With `stream_to` the plan runs
+    under a sink streaming its outputs as attempt `stream_to` (see `streams`)."""
     for resolved in inputs:
         plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
     for marker, leaf in leaves:
         plan = replace_subtree(plan, marker, leaf)
+    streamed = stream_to is not None or any(resolved.streams for resolved in inputs)
+    decoder = with_exchange_codec(ctx) if streamed else ctx  # the data plane's nodes need its codec
     try:
-        built = ExecutionPlan.from_bytes(ctx, plan)
+        built = ExecutionPlan.from_bytes(decoder, plan)
     except Exception as exc:  # DataFusion raises plain Exception
         raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
-    return _with_yield_points(ctx, built, plan)
-
-
-def _with_yield_points(ctx: SessionContext, built: ExecutionPlan, raw: bytes) -> ExecutionPlan:
-    """`built` (deserialised from `raw`) with each join under a CooperativeExec; `built` itself
-    when it has no join, or when that fails (it then stops only when its joins yield)."""
-    if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
+    raw = _with_yield_points(built, plan)
+    if stream_to is not None:
+        raw = sink_plan(raw, stream_to)
+    if raw is plan:
         return built
     try:
+        return ExecutionPlan.from_bytes(decoder, raw)
+    except Exception as exc:
+        raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
+
+
+def _with_yield_points(built: ExecutionPlan, raw: bytes) -> bytes:
+    """The plan bytes `raw` (deserialised as `built`) with each join under a CooperativeExec;
+    `raw` itself when it has no join, or when that fails (it then stops only when its joins
+    yield)."""
+    if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
+        return raw
+    try:
         joins = [node.raw for node in PlanNode.from_plan(built, raw).walk() if is_join(node.name)]
-        if not joins:
-            return built
-        return ExecutionPlan.from_bytes(ctx, wrap_cooperative(raw, joins))
-    except Exception as exc:  # unreadable bytes, or DataFusion's plain Exception
+        return wrap_cooperative(raw, joins) if joins else raw
+    except Exception as exc:  # unreadable bytes
         log.warning("running a task without yield points over its joins: %s", exc)
-        return built
+        return raw
 
 
 YIELD_POINT = "CooperativeExec"

@@ -37,6 +37,7 @@ from ..protocol.messages import (
     decode_ticket,
     encode,
 )
+from ..runtime import streams
 from ..runtime.outputs import write_partition_file
 from ..runtime.session import SessionBuilder, accepts_runtime, task_session
 from ..runtime.session_settings import TaskSessions
@@ -179,11 +180,14 @@ class FlightWorker(flight.FlightServerBase):
                 result = self._run_task(decode_run_task(body))
                 return [flight.Result(encode(result))]
             if action.type == "release":
-                self.spool.release(decode_query_id(body))
+                query_id = decode_query_id(body)
+                streams.release(query_id)  # its streaming tasks here stop, its channels go
+                self.spool.release(query_id)
                 return []
             if action.type == "cancel":
                 query_id = decode_query_id(body)
                 self._cancelled.cancel(query_id)
+                streams.release(query_id)
                 self.spool.release(query_id)
                 return []
             if action.type == "cancel_attempt":

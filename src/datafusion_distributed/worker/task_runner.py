@@ -113,7 +113,9 @@ class TaskRunner:
         try:
             self._cancelled.check(key)
             recorder = TaskRecorder(message.worker, message.inputs)
-            inputs, fetched = resolve_inputs(message.inputs, functools.partial(self._read, recorder, message))
+            inputs, fetched = resolve_inputs(
+                message.inputs, functools.partial(self._read, recorder, message), message.query_id
+            )
             ctx = self._task_session(message.settings, message.object_stores)
             leaves, rounds = self._feed_leaves(message, sources)
             ran = run_task(
@@ -130,6 +132,7 @@ class TaskRunner:
                     cancelled=cancelled,
                     on_write=functools.partial(self.spool.charge, message.query_id),
                 ),
+                stream_to=key if message.stream_output else None,
             )
             output = ran.output
             assert output is not None  # a task run with `write_to` writes files

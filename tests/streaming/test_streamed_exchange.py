@@ -1,0 +1,134 @@
+"""Streamed exchanges (the compiled data plane) against single-node DataFusion.
+
+Every TPC-H query runs over the embedded cluster with `exchange="stream"` and a small
+`bytes_per_partition`, so stages split into tasks and their exchanges stream; the answer must
+equal single-node DataFusion's, the run must show which stages streamed, and no channel may be
+left open afterwards. The same queries with `exchange="spool"` stream nothing.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from datafusion_distributed import DistributedConfig, DistributedContext
+from datafusion_distributed.errors import QueryFailed
+from datafusion_distributed.runtime import streams
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
+from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
+
+SPLIT = {"bytes_per_partition": 8 * 1024, "broadcast_total_rows": None, "adaptive": False}
+
+
+@pytest.fixture(scope="module")
+def streamed(tpch_sf001, distributed_tpch):
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(exchange="stream", **SPLIT)) as dctx:
+        yield dctx
+
+
+ONE_TASK = {13}  # its outer join reads all of `orders` as one partition at this scale
+STREAMED: dict[int, list[int]] = {}  # query -> the stages whose outputs streamed
+
+
+@pytest.mark.parametrize("n", TPCH_QUERY_NUMBERS, ids=lambda n: f"q{n:02d}")
+def test_tpch_streamed_equals_single_node(n, streamed, single_node_sf001):
+    df = streamed.sql(tpch_query(n))
+    got = df.to_arrow_table()
+    if n in ONE_TASK:
+        assert_ran_on_one_node(df.metrics)
+    else:
+        assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(n)).to_arrow_table(), sql=tpch_query(n))
+    assert streams.open_channels() == 0
+    STREAMED[n] = df.metrics.streamed_stages
+
+
+def test_most_tpch_queries_stream():
+    """Exchanges read more than once (broadcasts) or by the coordinator keep their files."""
+    if len(STREAMED) < len(TPCH_QUERY_NUMBERS):
+        pytest.skip("runs after the 22 queries above")
+    streaming = [n for n, stages in STREAMED.items() if stages]
+    assert len(streaming) >= 10, f"only {streaming} streamed"  # 11 of 22 at SF 0.01
+
+
+def test_spool_streams_nothing(tpch_sf001, distributed_tpch, single_node_sf001):
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(exchange="spool", **SPLIT)) as dctx:
+        df = dctx.sql(tpch_query(3))
+        got = df.to_arrow_table()
+    assert_ran_distributed(df.metrics)
+    assert df.metrics.streamed_stages == []
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
+
+
+def test_a_limit_stops_its_producers_early(streamed):
+    """A LIMIT over a shuffled aggregate answers, and its producers, which stop sending once
+    their reader needs no more, leave nothing behind."""
+    df = streamed.sql("SELECT l_orderkey, sum(l_quantity) FROM lineitem GROUP BY l_orderkey LIMIT 10")
+    assert df.to_arrow_table().num_rows == 10
+    assert df.metrics.streamed_stages
+    assert streams.open_channels() == 0
+
+
+def test_an_error_in_a_producer_fails_the_query_with_its_message(streamed):
+    sql = "SELECT l_returnflag, sum(l_quantity / (l_linenumber - l_linenumber)) FROM lineitem GROUP BY 1"
+    with pytest.raises(QueryFailed, match="(?i)divide by zero"):
+        streamed.sql(sql).to_arrow_table()
+    assert streams.open_channels() == 0
+
+
+def test_set_distributed_exchange(streamed):
+    streamed.sql("SET distributed.exchange = 'spool'")
+    try:
+        df = streamed.sql(tpch_query(1))
+        df.to_arrow_table()
+        assert df.metrics.streamed_stages == []
+    finally:
+        streamed.sql("SET distributed.exchange = 'stream'")
+    with pytest.raises(ValueError, match="exchange"):
+        DistributedConfig(exchange="pipes")
+
+
+def test_worker_processes_spool(tpch_sf001, single_node_sf001):
+    """The channels of this version live in one process: over worker processes every exchange
+    is spooled, and the answer is the same."""
+    from datafusion_distributed.clusters.local import LocalCluster
+
+    with (
+        LocalCluster(2) as cluster,
+        DistributedContext(
+            single_node_sf001, workers=cluster, config=DistributedConfig(exchange="stream", **SPLIT)
+        ) as dctx,
+    ):
+        df = dctx.sql(tpch_query(3))
+        got = df.to_arrow_table()
+    assert_ran_distributed(df.metrics)
+    assert df.metrics.streamed_stages == []
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
+
+
+def test_channels_stream_batches_in_one_process():
+    """The two nodes alone: a sink over a plan streams every batch to a source standing for it."""
+    from datafusion import SessionContext
+    from datafusion.plan import ExecutionPlan
+
+    from datafusion_distributed.protocol.messages import StreamChannel, TaskKey
+    from datafusion_distributed.runtime.outputs import stream_task_outputs
+
+    ctx = streams.with_exchange_codec(SessionContext())
+    table = pa.table({"k": list(range(50_000)), "v": [i % 7 for i in range(50_000)]})
+    ctx.register_record_batches("t", [table.to_batches(max_chunksize=1000)])
+    plan = ctx.sql("SELECT v, k FROM t WHERE k % 3 = 0").execution_plan()
+    raw = plan.to_bytes()
+    key = TaskKey("q-two-nodes", 1, 0, 0)
+    sink = ExecutionPlan.from_bytes(ctx, streams.sink_plan(raw, key))
+    channels = [[StreamChannel("", 1, 0, 0, p)] for p in range(plan.partition_count)]
+    source = ExecutionPlan.from_bytes(ctx, streams.source_leaf(key.query_id, raw, channels))
+    from datafusion_distributed.common.threads import kept_threads
+
+    sent = kept_threads.submit(stream_task_outputs, ctx, sink)
+    batches = [b.to_pyarrow() for p in range(source.partition_count) for b in ctx.execute(source, p)]
+    assert sent.result().rows == sum(b.num_rows for b in batches) == 16_667
+    assert sorted(pa.Table.from_batches(batches).column("k").to_pylist()) == list(range(0, 50_000, 3))
+    streams.release(key.query_id)
+    assert streams.open_channels() == 0
