@@ -298,9 +298,9 @@ mod tests {
     fn extension_plans_nest_the_tagged_payload_and_the_inputs() {
         let plan = extension_plan(b"xy", &[b"child"]);
         let tag_len = TAG_MAGIC.len() + 4 + CODEC_ID.len() + 2;
-        assert_eq!(plan[0], 18 << 3 | 2);
-        assert_eq!(plan[2], 1 << 3 | 2);
-        assert_eq!(plan[3] as usize, tag_len);
+        assert_eq!(plan[..2], [0x92, 0x01]); // field 18, length-delimited: a two-byte varint
+        assert_eq!(plan[3], 1 << 3 | 2);
+        assert_eq!(plan[4] as usize, tag_len);
         assert!(plan.ends_with(&[2 << 3 | 2, 5, b'c', b'h', b'i', b'l', b'd']));
     }
 }
