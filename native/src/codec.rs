@@ -178,6 +178,64 @@ pub fn decode(payload: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<d
     }
 }
 
+/// The schema (an Arrow IPC stream of no batch) a source's plan bytes declare inline, as
+/// DataFusion encodes a decoded source again (`try_encode`).
+pub fn inline_schema(plan: &[u8]) -> Result<Vec<u8>> {
+    let extension = field(plan, 18).ok_or_else(|| bad("not an extension node"))?;
+    let node = field(extension, 1).ok_or_else(|| bad("an extension node without its node"))?;
+    let mut r = Reader(node);
+    if r.take(TAG_MAGIC.len())? != TAG_MAGIC || r.bytes()? != CODEC_ID.as_bytes() {
+        return Err(bad("not a node of this codec"));
+    }
+    if r.u8()? != VERSION || r.u8()? != SOURCE_SCHEMA_INLINE {
+        return Err(bad("not a source with its schema inline"));
+    }
+    for _ in 0..r.u32()? {
+        for _ in 0..r.u32()? {
+            r.channel()?;
+        }
+    }
+    Ok(r.bytes()?.to_vec())
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The bytes of the first length-delimited field `number` of a protobuf message.
+fn field(message: &[u8], number: u64) -> Option<&[u8]> {
+    let mut at = 0;
+    while at < message.len() {
+        let key = read_varint(message, &mut at)?;
+        match key & 7 {
+            0 => {
+                read_varint(message, &mut at)?;
+            }
+            1 => at += 8,
+            5 => at += 4,
+            2 => {
+                let len = read_varint(message, &mut at)? as usize;
+                let value = message.get(at..at.checked_add(len)?)?;
+                if key >> 3 == number {
+                    return Some(value);
+                }
+                at += len;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// The wheel's codec-id tag followed by `payload`.
 pub fn tagged(payload: &[u8]) -> Vec<u8> {
     let mut out = TAG_MAGIC.to_vec();
@@ -272,6 +330,15 @@ mod tests {
         let source = node.downcast_ref::<StreamExchangeExec>().unwrap();
         assert_eq!(source.partitions, partitions);
         assert_eq!(node.schema(), schema);
+    }
+
+    #[test]
+    fn the_inline_schema_is_read_back_from_plan_bytes() {
+        let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Utf8View, false)]));
+        let payload = source_payload(&[vec![channel("", 0)]], Some(&schema)).unwrap();
+        let ipc = inline_schema(&extension_plan(&payload, &[])).unwrap();
+        assert_eq!(StreamReader::try_new(Cursor::new(ipc), None).unwrap().schema(), schema);
+        assert!(inline_schema(b"\x0a\x00").is_err());
     }
 
     #[test]

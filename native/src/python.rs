@@ -75,7 +75,13 @@ fn source_plan<'py>(
     schema_of: &[u8],
     partitions: Vec<Vec<PyChannel>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let partitions: Vec<Vec<ChannelRef>> = partitions
+    let payload =
+        codec::source_payload(&channel_refs(partitions), None).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &codec::extension_plan(&payload, &[schema_of])))
+}
+
+fn channel_refs(partitions: Vec<Vec<PyChannel>>) -> Vec<Vec<ChannelRef>> {
+    partitions
         .into_iter()
         .map(|channels| {
             channels
@@ -92,9 +98,30 @@ fn source_plan<'py>(
                 })
                 .collect()
         })
-        .collect();
-    let payload = codec::source_payload(&partitions, None).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(PyBytes::new(py, &codec::extension_plan(&payload, &[schema_of])))
+        .collect()
+}
+
+/// Plan bytes of a source reading, as its partition k, the channels `partitions[k]`, declaring
+/// the schema `schema` (from `inline_schema`).
+#[pyfunction]
+fn source_plan_with_schema<'py>(
+    py: Python<'py>,
+    schema: &[u8],
+    partitions: Vec<Vec<PyChannel>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let schema = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(schema), None)
+        .map_err(|e| PyValueError::new_err(format!("a bad exchange schema: {e}")))?
+        .schema();
+    let payload = codec::source_payload(&channel_refs(partitions), Some(&schema))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &codec::extension_plan(&payload, &[])))
+}
+
+/// The schema a source's plan bytes declare inline, as DataFusion encodes a decoded source.
+#[pyfunction]
+fn inline_schema<'py>(py: Python<'py>, plan: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let schema = codec::inline_schema(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &schema))
 }
 
 /// Drop the channels of `query` and stop its streaming tasks in this process.
@@ -136,6 +163,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(release, m)?)?;
     m.add_function(wrap_pyfunction!(open_channels, m)?)?;
     m.add_function(wrap_pyfunction!(close_stage, m)?)?;
+    m.add_function(wrap_pyfunction!(source_plan_with_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(inline_schema, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(set_token, m)?)?;
     m.add("CODEC_ID", CODEC_ID)?;

@@ -97,7 +97,7 @@ def test_defaults_are_the_documented_ones():
         "broadcast_total_bytes=134217728, broadcast_row_bytes=64, memory_table_inline_bytes=1048576, adaptive=True, "
         "adaptive_one_task_bytes=4194304, adaptive_task_bytes=33554432, skew_factor=2.0, skew_min_bytes=16777216, "
         "embedded_workers=2, "
-        "compression='auto', exchange='spool', connect_timeout=30.0, "
+        "compression='auto', exchange='auto', connect_timeout=30.0, "
         "task_timeout=600.0, liveness_timeout=10.0, task_attempts=3, query_timeout=None, "
         "tls_root_certs=None, tls_client_cert=None, tls_client_key=None, feed_host='127.0.0.1', "
         "speculation=False, speculation_factor=2.0, speculation_min_seconds=1.0, "

@@ -44,6 +44,7 @@ RUNS = [
         "0 lost",
     ),
     ("dashboard_memory.py", [*TINY, "--rounds", "2", "--history-length", "30", "--explain"], "queries kept"),
+    ("streaming.py", [*TINY, "--queries", "3", "--iterations", "1", "--warmup", "0"], "limit"),
 ]
 WRITES_OUTPUT = {
     "tpch.py",

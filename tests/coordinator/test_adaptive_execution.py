@@ -34,7 +34,10 @@ HOT_KEY = 7
 # shuffle both sides of every join, and call a partition skewed from 2x the median and 1 byte;
 # four workers, so that sharing the hot partition out leaves the busiest worker less to do (on
 # two, the other partitions fill the second worker: sharing would only add the rebuilt side)
-SKEW = dataclasses.replace(FORCED_CONFIG, skew_factor=2.0, skew_min_bytes=1, embedded_workers=4)
+# re-planning needs the sizes of spooled exchanges: streamed stages keep their first cut
+SKEW = dataclasses.replace(
+    FORCED_CONFIG, skew_factor=2.0, skew_min_bytes=1, embedded_workers=4, exchange="spool"
+)
 
 
 @pytest.fixture(scope="module")

@@ -156,4 +156,5 @@ def test_three_million_rows_join_a_parquet_table(tpch_sf01):
         assert "memory table, 3000000 rows" in explained
         assert "HashJoinExec: mode=Partitioned" in explained
         assert_tables_equal(df.to_arrow_table(), single.sql(ORDERS).to_arrow_table(), sql=ORDERS)
+        assert_ran_distributed(df.metrics)
         assert workers.spool_files() == []

@@ -25,6 +25,9 @@ from datafusion_distributed.test_utils.forced import forced_distribution
 ROWS = 100_000  # about 1.6 MiB: shipped once below, as a 3M-row cache() is by default
 SERIES = f"SELECT x, x % 7 AS k, x * 0.5 AS v FROM generate_series(1, {ROWS}) AS t(x)"
 SHIPPED = forced_distribution(memory_table_inline_bytes=64 * 1024)
+# an empty exchange is replaced by its subtree only when it is read from files (a stream of no
+# rows needs nothing in its place)
+SHIPPED_SPOOLED = forced_distribution(memory_table_inline_bytes=64 * 1024, exchange="spool")
 MAX_INPUT_BYTES = 64 * 1024  # an input's message: boundary nodes and file names, no table rows
 
 QUERIES = {
@@ -78,7 +81,8 @@ def assert_no_table_rows(sent: list[tuple[RunState, TaskInput]]) -> None:
 def test_inputs_carry_no_table_rows(name: str, sent) -> None:
     query = QUERIES[name]
     single = cached(SessionContext())
-    with DistributedContext(cached(SessionContext()), **SHIPPED) as dctx:
+    shipped = SHIPPED_SPOOLED if name.startswith("empty") else SHIPPED
+    with DistributedContext(cached(SessionContext()), **shipped) as dctx:
         df = dctx.sql(query)
         assert "shipped once" in df.explain_string()
         got = df.to_arrow_table()

@@ -46,7 +46,9 @@ def _last_call(calls: list, query_id: str):
 
 
 def test_progress_is_reported_while_the_query_runs_and_once_at_its_end(ctx):
-    config = DistributedConfig(bytes_per_partition=1024, adaptive=False)
+    config = DistributedConfig(
+        bytes_per_partition=1024, adaptive=False, exchange="spool"
+    )  # stages one by one
     with DistributedContext(ctx, config=config, handlers=[Paced(0.25)]) as dctx:
         calls = []
         callback = calls.append

@@ -25,7 +25,9 @@ from datafusion_distributed.protocol.messages import (
 )
 
 # Small partitions so SF 0.01 splits into several tasks per stage.
-CONFIG = DistributedConfig(embedded_workers=3, bytes_per_partition=1024)
+CONFIG = DistributedConfig(
+    embedded_workers=3, bytes_per_partition=1024, exchange="spool"
+)  # file exchanges measured
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from datafusion_distributed.test_utils.distribution import assert_ran_distribute
 from datafusion_distributed.test_utils.tpch import register_tpch
 
 SQL = "SELECT o_orderpriority, count(*) AS n, sum(o_totalprice) AS total FROM orders GROUP BY 1"
-CONFIG = DistributedConfig(bytes_per_partition=1024)
+CONFIG = DistributedConfig(bytes_per_partition=1024, exchange="spool")  # outputs are files to read in place
 
 
 def test_only_files_inside_the_given_folders_with_the_reported_size(tmp_path):

@@ -123,7 +123,8 @@ def test_channels_stream_batches_in_one_process():
     key = TaskKey("q-two-nodes", 1, 0, 0)
     sink = ExecutionPlan.from_bytes(ctx, streams.sink_plan(raw, key))
     channels = [[StreamChannel("", 1, 0, 0, p)] for p in range(plan.partition_count)]
-    source = ExecutionPlan.from_bytes(ctx, streams.source_leaf(key.query_id, raw, channels))
+    schema = streams.declared_schema(ctx, raw)
+    source = ExecutionPlan.from_bytes(ctx, streams.source_leaf(key.query_id, schema, channels))
     from datafusion_distributed.common.threads import kept_threads
 
     sent = kept_threads.submit(stream_task_outputs, ctx, sink)
@@ -132,3 +133,88 @@ def test_channels_stream_batches_in_one_process():
     assert sorted(pa.Table.from_batches(batches).column("k").to_pylist()) == list(range(0, 50_000, 3))
     streams.release(key.query_id)
     assert streams.open_channels() == 0
+
+
+def test_a_worker_lost_while_stages_stream_runs_them_again_spooled(
+    tpch_sf001, distributed_tpch, single_node_sf001, monkeypatch
+):
+    """The first task of a streamed stage finds its worker gone: the query's streams stop, the
+    worker counts as lost, and the stages run again spooled on the worker left, with the same
+    answer."""
+    from datafusion_distributed.coordinator.scheduler import QueryRun
+    from datafusion_distributed.errors import WorkerUnreachable
+
+    run_task, lost = QueryRun._run_task, []
+
+    def losing(self, stage, task, worker, attempt=0, plan=None, feeds=()):
+        if not lost and stage.id in self.state.streams.producers:
+            lost.append(worker)
+            raise WorkerUnreachable(worker, "connection refused (made up by the test)")
+        return run_task(self, stage, task, worker, attempt, plan, feeds)
+
+    monkeypatch.setattr(QueryRun, "_run_task", losing)
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(exchange="stream", **SPLIT)) as dctx:
+        df = dctx.sql(tpch_query(3))
+        got = df.to_arrow_table()
+    assert lost and df.metrics.lost_workers == lost
+    assert df.metrics.streamed_stages == []  # run again spooled
+    assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
+    assert streams.open_channels() == 0
+
+
+def test_cancelling_stops_every_streaming_task(tpch_sf01, distributed_tpch):
+    """A cancel while stages stream ends the query at once and leaves no channel, nor a task
+    waiting on one (the next query runs)."""
+    import threading
+    import time
+
+    from datafusion_distributed.errors import QueryCancelled
+
+    sql = "SELECT count(*) FROM lineitem a JOIN lineitem b ON a.l_partkey = b.l_partkey"
+    with distributed_tpch(tpch_sf01, config=DistributedConfig(exchange="stream", **SPLIT)) as dctx:
+        df = dctx.sql(sql)
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                df.to_arrow_table()
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not df.cancel() and time.monotonic() < deadline:  # once it runs
+            time.sleep(0.05)
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the query did not end after its cancel"
+        assert isinstance(outcome[0], QueryCancelled)
+        for _ in range(40):
+            if streams.open_channels() == 0:
+                break
+            time.sleep(0.05)
+        assert streams.open_channels() == 0
+        assert dctx.sql("SELECT count(*) FROM nation").to_arrow_table().column(0)[0].as_py() == 25
+
+
+@pytest.mark.parametrize(
+    ("adaptive_task_bytes", "streams_expected"),
+    [(32 << 20, False), (1024, True)],
+    ids=["small inputs adapt", "large inputs stream"],
+)
+def test_auto_streams_what_adaptive_execution_would_not_shrink(
+    adaptive_task_bytes, streams_expected, tpch_sf001, distributed_tpch, single_node_sf001
+):
+    """With "auto", producers that scan less than `adaptive_task_bytes` per worker spool, so
+    adaptive execution can still shrink what reads them; larger ones stream."""
+    config = DistributedConfig(
+        exchange="auto", adaptive_task_bytes=adaptive_task_bytes, **SPLIT | {"adaptive": True}
+    )
+    with distributed_tpch(tpch_sf001, config=config) as dctx:
+        df = dctx.sql(tpch_query(3))
+        got = df.to_arrow_table()
+    assert bool(df.metrics.streamed_stages) is streams_expected
+    assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())

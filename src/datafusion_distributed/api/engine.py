@@ -252,7 +252,12 @@ class Engine:
             self._head_sessions,
             self.local_spools(),
             self.membership,
-            in_process=self._cluster is not None,
+            # the library's own embedded cluster, with no hook whose stores a stream's producer
+            # would not see, nor a handler rewriting task plans that it would hand the data
+            # plane's nodes (see coordinator.streaming)
+            in_process=self._cluster is not None
+            and not self._session_hook
+            and not self.handlers.rewrites_plans(),
         )
         workers = self.workers()
         self._check_given_workers()

@@ -27,6 +27,7 @@ from ..execution_plans.stage import DistributedPlan, InputBoundary, Stage, Stage
 from ..metrics.query_metrics import QueryMetrics
 from ..protocol.messages import FileLocation, TaskInput, TaskResult
 from ..runtime.session_settings import TaskSettings
+from ..runtime.streams import declared_schema
 from ..work_unit_feed.dispatch import FeedRun
 from .cancellation import CancelScope
 from .inputs import exchange_schema, input_groups, needs_single_task
@@ -61,6 +62,7 @@ class RunState:
     no_rows: dict[bytes, InputBoundary | None] = field(default_factory=dict)
     draining_seen: set[str] = field(default_factory=set)  # draining workers this query was told of
     streams: StreamPlan = field(default_factory=StreamPlan)  # the exchanges that stream (see `streaming`)
+    stream_schemas: dict[bytes, bytes] = field(default_factory=dict)  # input marker -> its leaf's schema
 
     @classmethod
     def start(
@@ -197,7 +199,7 @@ class RunState:
             tasks = (
                 list(producers) if producers is not None else list(range(len(self.placement[inp.producer])))
             )
-            return streamed_input(inp, list(parts), tasks, self.attempts), []
+            return streamed_input(inp, self._stream_schema(inp), parts, tasks, self.attempts), []
         produced = self.results[inp.producer]
         schema = exchange_schema(produced)
         if schema is not None:
@@ -216,6 +218,17 @@ class RunState:
             below.extend(self._whole_table(table))
         where = replace(inp.where, boundary=subtree, boundary_child=b"")
         return TaskInput.of(where, None, None), below
+
+    def _stream_schema(self, inp: StageInput) -> bytes:
+        """The schema the leaf of the streamed input `inp` declares: the one DataFusion planned
+        for the subtree it stands for (worked out once per input)."""
+        if inp.where.marker not in self.stream_schemas:
+            where = inp.where
+            stands_for = where.boundary_child if where.runs_boundary else where.boundary
+            self.stream_schemas[where.marker] = declared_schema(
+                self.services.head_sessions.base(), stands_for
+            )
+        return self.stream_schemas[inp.where.marker]
 
     def _whole_table(self, table: StageInput) -> list[TaskInput]:
         """The inputs reading every partition of a shipped table."""

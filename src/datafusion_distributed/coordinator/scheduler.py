@@ -77,8 +77,10 @@ class QueryRun:
         self.stage_seconds: dict[int, float] = {}
         final = plan.final
         final_on_workers = plan.write is None and not plan.in_memory and final.task_count > 1
+        config = self.state.config
+        adapt_below = config.adaptive_task_bytes * len(workers) if config.adaptive else 0
         self.state.streams = StreamPlan.of(
-            plan, self.state.config.exchange, services.in_process, final_on_workers
+            plan, config.exchange, services.in_process, final_on_workers, adapt_below
         )
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
         self.shipper = TableShipper(self.state)  # the plan's large memory tables, provided as producers

@@ -7,9 +7,13 @@ its producers have started, and both run at once: the cluster's workers run ever
 are sent at once (each in a thread of its own), so no producer ever waits for a slot its own
 consumer holds, and each channel's bounded buffer is the back-pressure. It never streams:
 - into the last stage when that runs in the coordinator or writes files (the coordinator reads
-  files), nor out of a stage whose feed is read in rounds;
+  files), nor out of a stage that reads a feed;
 - between processes: the channels of this version live in one process, so only the embedded
-  cluster (workers and coordinator in this process) streams.
+  cluster (workers and coordinator in this process) streams;
+- where a producer would need its worker's runtime: a sink's child runs in a task context that
+  DataFusion's FFI rebuilds with a default runtime (local files, no registered object store, no
+  memory limit), so a plan that scans an object store, or a cluster whose sessions a hook
+  builds, spools.
 Stages that stream, read a stream, or feed a stage that does are never re-planned from their
 inputs' sizes (there are none yet) nor raced by speculation. A streamed run whose worker is
 lost stops its streams and runs the stages that streamed again, spooled (`StreamBroken`).
@@ -18,12 +22,16 @@ lost stops its streams and runs the stages that streamed again, spooled (`Stream
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..codec import scan_kind
+from ..codec.scan import object_store_url
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, StageInput
 from ..protocol.messages import StreamChannel, TaskInput
 from ..runtime import streams
 
+LOCAL_STORE = "file:///"
 STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)
 
 
@@ -56,14 +64,26 @@ class StreamPlan:
     why_not: str = ""  # why nothing streams, when streaming was asked for
 
     @classmethod
-    def of(cls, plan: DistributedPlan, exchange: str, in_process: bool, final_on_workers: bool) -> StreamPlan:
+    def of(
+        cls,
+        plan: DistributedPlan,
+        exchange: str,
+        in_process: bool,
+        final_on_workers: bool,
+        adapt_below_bytes: int = 0,
+    ) -> StreamPlan:
         """The exchanges of `plan` that stream with the setting `exchange`; `in_process` says
         whether every worker runs in this process, `final_on_workers` whether the last stage
-        runs on workers (several tasks, no file write)."""
+        runs on workers (several tasks, no file write). With "auto", a producer whose stages
+        scan fewer than `adapt_below_bytes` spools: adaptive execution may then shrink its
+        consumer (fewer tasks, a last step in the coordinator), which saves more on small
+        inputs than overlapping the stages does."""
         if exchange == "spool" or len(plan.stages) < 2:
             return cls()
         if not in_process:
             return cls(why_not="the workers run in other processes: their exchanges are spooled")
+        if (url := _object_store_read(plan)) is not None:
+            return cls(why_not=f"a scan reads {url[:200]}: a streaming producer reaches local files only")
         readers = Counter(inp.producer for stage in plan.stages for inp in stage.inputs)
         producers = set()
         for stage in plan.stages:
@@ -72,18 +92,19 @@ class StreamPlan:
             if stage.skew_inputs:
                 continue
             for inp in stage.inputs:
+                if inp.table is not None or inp.where.kind not in STREAMABLE:
+                    continue  # a shipped memory table is no stage's output
                 producer = plan.stage(inp.producer)
                 if (
-                    inp.table is None
-                    and inp.where.kind in STREAMABLE
-                    and (inp.split or stage.task_count == 1)  # each channel read by one task
+                    (inp.split or stage.task_count == 1)  # each channel read by one task
                     and readers[inp.producer] == 1
-                    and not any(feed.rounds for feed in producer.feeds)
+                    and not producer.feeds
                     and producer.sink is None
+                    and (exchange == "stream" or _bytes_scanned(plan, producer.id) >= adapt_below_bytes)
                 ):
                     producers.add(inp.producer)
         consumers = {stage.id for stage in plan.stages if any(i.producer in producers for i in stage.inputs)}
-        fed = {inp.producer for stage in plan.stages if stage.id in consumers for inp in stage.inputs}
+        fed = {i.producer for s in plan.stages if s.id in consumers for i in s.inputs if i.table is None}
         return cls(frozenset(producers), frozenset(producers | consumers | fed))
 
     def streams(self, inp: StageInput) -> bool:
@@ -91,15 +112,35 @@ class StreamPlan:
         return inp.producer in self.producers
 
 
+def _bytes_scanned(plan: DistributedPlan, stage_id: int) -> int:
+    """The bytes the scans of stage `stage_id` and of the stages it reads read (its cost)."""
+    stage = plan.stage(stage_id)
+    scanned = sum(f.bytes_read for t in stage.tasks for _, groups in t.scans for g in groups for f in g)
+    below = sum(_bytes_scanned(plan, i.producer) for i in stage.inputs if i.table is None)
+    return scanned + below
+
+
+def _object_store_read(plan: DistributedPlan) -> str | None:
+    """The URL of an object store other than local files a scan of `plan` reads, if any. A
+    sink's child runs in a task context rebuilt across DataFusion's FFI, with a default runtime:
+    local files, but no registered object store and no memory limit."""
+    for node in plan.final.root.walk():  # the final stage's root is the whole plan's
+        if scan_kind(node.raw) is not None and (url := object_store_url(node.raw)) != LOCAL_STORE:
+            return url
+    return None
+
+
 def streamed_input(
     inp: StageInput,
-    parts: tuple[int, ...] | list[int],
-    tasks: list[int],
+    schema: bytes,
+    parts: Sequence[int],
+    tasks: Sequence[int],
     attempts: dict[tuple[int, int], int],
 ) -> TaskInput:
     """The input `inp` of a task, read from the channels of the producer tasks `tasks` (their
-    current attempts): partition q of every producer for each shuffle partition q the task
-    reads; the one partition of every producer for a coalesce; one per producer for a merge."""
+    current attempts) by a leaf declaring `schema`: partition q of every producer for each
+    shuffle partition q the task reads; the one partition of every producer for a coalesce;
+    one per producer for a merge. Its boundary travels as for an input read from files."""
 
     def channel(task: int, partition: int) -> StreamChannel:
         return StreamChannel("", inp.producer, task, attempts.get((inp.producer, task), 0), partition)
@@ -111,8 +152,8 @@ def streamed_input(
         groups = (tuple(channel(t, 0) for t in tasks),)
     else:  # a merge: one sorted stream per producer task
         groups = tuple((channel(t, 0),) for t in tasks)
-    where = inp.where
-    return TaskInput(where.marker, kind.value, None, where.boundary, where.boundary_child, None, groups)
+    where = inp.where.read_from_files()
+    return TaskInput(where.marker, kind.value, schema, where.boundary, where.boundary_child, None, groups)
 
 
 def close_stage(query_id: str, stage: int) -> None:

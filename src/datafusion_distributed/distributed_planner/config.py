@@ -152,7 +152,7 @@ class DistributedConfig:
             more than one task, a broadcast, the last stage the coordinator reads, a stage that
             writes files or reads a feed in rounds, workers in other processes);
             `DataFrame.metrics.streamed_stages` says which streamed. A streamed run that loses a worker is run again spooled.
-            Default "spool" until "auto" passes the whole test suite (it is opt-in meanwhile).
+            Default "auto".
         connect_timeout: seconds to wait for a worker to answer a short call. Positive.
             Default 30.
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.
@@ -247,7 +247,7 @@ class DistributedConfig:
 
     embedded_workers: int = 2
     compression: str | None = "auto"
-    exchange: str = "spool"
+    exchange: str = "auto"
     connect_timeout: float = 30.0
     task_timeout: float = 600.0
     liveness_timeout: float = 10.0

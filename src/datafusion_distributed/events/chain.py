@@ -102,6 +102,13 @@ class HandlerChain:
                 )
         return answer, handler
 
+    def rewrites_plans(self) -> bool:
+        """Whether a handler of the chain may rewrite task plans (it defines `rewrite_plan`)."""
+        from .handlers import DistributedHandler
+
+        default = DistributedHandler.rewrite_plan
+        return any(getattr(type(h), "rewrite_plan", default) is not default for h in self.handlers)
+
     def rewrite_plan(self, request: PlanRewriteRequest) -> ExecutionPlan:
         """The task's plan after the first handler that rewrites it (unchanged when none does)."""
         from datafusion.plan import ExecutionPlan

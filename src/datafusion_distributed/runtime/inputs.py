@@ -80,10 +80,10 @@ def input_leaf(resolved: ResolvedInput) -> bytes:
     """The plan bytes that replace an input marker in a task's plan: a scan of its files, or
     for a streamed input the data plane's leaf, standing where the scan would."""
     where = resolved.where
-    if resolved.streams:
-        stands_for = where.boundary_child if where.runs_boundary else where.boundary
-        leaf = source_leaf(resolved.query_id, stands_for, resolved.streams)
-        return replace_subtree(where.boundary, stands_for, leaf) if where.runs_boundary else leaf
+    if resolved.streams:  # its boundary travels as for files: the leaf takes the scan's place
+        assert resolved.schema is not None  # a streamed input declares its schema
+        leaf = source_leaf(resolved.query_id, resolved.schema, resolved.streams)
+        return replace_subtree(where.boundary, where.boundary_child, leaf) if where.runs_boundary else leaf
     if resolved.groups is None or resolved.schema is None:
         return where.boundary
     schema = pa.ipc.read_schema(pa.py_buffer(resolved.schema))

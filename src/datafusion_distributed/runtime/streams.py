@@ -11,10 +11,12 @@ codec, installed on every session that decodes task plans (`with_exchange_codec`
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
 from datafusion import SessionContext
+from datafusion.plan import ExecutionPlan
 
 import datafusion_distributed._native as _native
 
@@ -23,34 +25,62 @@ class Attempt(Protocol):
     """One attempt of a task (a `protocol.messages.TaskKey`)."""
 
     @property
-    def query_id(self) -> str: ...  # noqa: D102
+    def query_id(self) -> str:
+        """The query."""
+        ...
+
     @property
-    def stage(self) -> int: ...  # noqa: D102
+    def stage(self) -> int:
+        """The producer's stage."""
+        ...
+
     @property
-    def task(self) -> int: ...  # noqa: D102
+    def task(self) -> int:
+        """The producer's task."""
+        ...
+
     @property
-    def attempt(self) -> int: ...  # noqa: D102
+    def attempt(self) -> int:
+        """The producer task's attempt."""
+        ...
 
 
 class Channel(Protocol):
     """One streamed output partition of a producer attempt (a `protocol.messages.StreamChannel`)."""
 
     @property
-    def address(self) -> str: ...  # noqa: D102
+    def address(self) -> str:
+        """Where its worker's data plane serves it ("" for this process)."""
+        ...
+
     @property
-    def stage(self) -> int: ...  # noqa: D102
+    def stage(self) -> int:
+        """The producer's stage."""
+        ...
+
     @property
-    def task(self) -> int: ...  # noqa: D102
+    def task(self) -> int:
+        """The producer's task."""
+        ...
+
     @property
-    def attempt(self) -> int: ...  # noqa: D102
+    def attempt(self) -> int:
+        """The producer task's attempt."""
+        ...
+
     @property
-    def partition(self) -> int: ...  # noqa: D102
+    def partition(self) -> int:
+        """The producer's output partition."""
+        ...
 
 
 CODEC_ID: str = _native.CODEC_ID
 _CODEC = _native.ExchangeCodec()
-_with_codec: dict[int, tuple[SessionContext, SessionContext]] = {}  # id(ctx) -> (ctx, ctx with the codec)
+# id(ctx) -> (ctx, ctx with the codec), for the newest contexts: each entry keeps its `ctx`
+# alive, so the id is not reused meanwhile; the sessions tasks run in are few and long-lived
+_with_codec: OrderedDict[int, tuple[SessionContext, SessionContext]] = OrderedDict()
 _with_codec_lock = threading.Lock()
+CODEC_CONTEXTS_KEPT = 64
 
 
 def with_exchange_codec(ctx: SessionContext) -> SessionContext:
@@ -61,20 +91,32 @@ def with_exchange_codec(ctx: SessionContext) -> SessionContext:
     with _with_codec_lock:
         known = _with_codec.get(id(ctx))
         if known is not None and known[0] is ctx:
+            _with_codec.move_to_end(id(ctx))
             return known[1]
         made = ctx.with_physical_extension_codec(_CODEC)
-        _with_codec[id(ctx)] = (ctx, made)  # keeps `ctx` alive, so its id is never reused
+        _with_codec[id(ctx)] = (ctx, made)
+        while len(_with_codec) > CODEC_CONTEXTS_KEPT:
+            _with_codec.popitem(last=False)
         return made
 
 
-def source_leaf(query_id: str, stands_for: bytes, partitions: Sequence[Sequence[Channel]]) -> bytes:
-    """Plan bytes of a leaf whose partition k yields the batches of `partitions[k]`, in place of
-    the subtree `stands_for` (whose schema it declares)."""
+def source_leaf(query_id: str, schema: bytes, partitions: Sequence[Sequence[Channel]]) -> bytes:
+    """Plan bytes of a leaf whose partition k yields the batches of `partitions[k]`, declaring
+    `schema` (from `declared_schema`)."""
     channels = [
         [(c.address, query_id, c.stage, c.task, c.attempt, c.partition) for c in group]
         for group in partitions
     ]
-    return _native.source_plan(stands_for, channels)
+    return _native.source_plan_with_schema(schema, channels)
+
+
+def declared_schema(ctx: SessionContext, subtree: bytes) -> bytes:
+    """The schema DataFusion plans for the output of the plan `subtree` (decoded in `ctx`), as
+    a streamed input's leaf declares it in its place: the leaf is decoded over the subtree,
+    then encoded again, which writes the subtree's schema into it."""
+    decoder = with_exchange_codec(ctx)
+    leaf = ExecutionPlan.from_bytes(decoder, _native.source_plan(subtree, []))
+    return _native.inline_schema(leaf.to_bytes(decoder))
 
 
 def sink_plan(plan: bytes, key: Attempt) -> bytes:

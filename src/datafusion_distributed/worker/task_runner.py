@@ -26,6 +26,7 @@ from ..protocol.auth import connect_options
 from ..protocol.fetch import fetch_input
 from ..protocol.flight import ClientPool, lost_worker, lost_worker_info
 from ..protocol.messages import FileLocation, PartitionResult, RunTask, TaskResult
+from ..runtime import streams
 from ..runtime.inputs import resolve_inputs
 from ..runtime.run import OutputFiles, run_task
 from ..runtime.session_settings import TaskSessions, TaskSettings
@@ -163,6 +164,8 @@ class TaskRunner:
 
     def _rewrite(self, message: RunTask, ctx: SessionContext, plan: ExecutionPlan) -> ExecutionPlan:
         """`plan` as the worker's plan-rewrite handlers leave it."""
+        streamed = message.stream_output or any(i.streams for i in message.inputs)
+        ctx = streams.with_exchange_codec(ctx) if streamed else ctx  # a handler's plan may hold them
         request = PlanRewriteRequest(
             message.query_id, message.stage, message.task, message.attempt, plan, ctx, message.worker
         )
