@@ -87,6 +87,8 @@ _SHIPPED = (("memory_table_inline_bytes", 0), ("partitions_per_task", 1))
 SETUPS = {
     "embedded": Setup("embedded", "embedded"),
     "embedded-shipped": Setup("embedded-shipped", "embedded", _SHIPPED),
+    # every exchange that can stream does, whatever its size (the data plane, see docs/native.md)
+    "embedded-streamed": Setup("embedded-streamed", "embedded", (("exchange", "stream"),)),
     "workers": Setup("workers", "workers"),
     "workers-shipped": Setup("workers-shipped", "workers", _SHIPPED),
 }

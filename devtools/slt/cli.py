@@ -66,17 +66,17 @@ def totals(results: Sequence[FileResult]) -> Counter:
 
 def summary_table(results: Sequence[FileResult]) -> str:
     """One line per file (counts per category; `multi`: records the candidate ran as several
-    tasks; `expect`: DataFusion differs from the file's text; seconds in DataFusion, in the
-    candidate and in all), then the totals."""
+    tasks; `stream`: records some of whose exchanges streamed; `expect`: DataFusion differs from
+    the file's text; seconds in DataFusion, in the candidate and in all), then the totals."""
     width = max([len(r.file) for r in results] + [5])
     header = f"{'file':<{width}} " + " ".join(f"{title:>8}" for _, title in COLUMNS)
-    header += f" {'multi':>7} {'expect':>7} {'df_s':>7} {'cand_s':>7} {'wall_s':>7}"
+    header += f" {'multi':>7} {'stream':>7} {'expect':>7} {'df_s':>7} {'cand_s':>7} {'wall_s':>7}"
     lines = [header, "-" * len(header)]
 
     def row(name: str, counts: Counter, ref_s: float, cand_s: float, wall_s: float, note: str) -> str:
         cells = " ".join(f"{counts.get(category.value, 0):>8}" for category, _ in COLUMNS)
         times = f"{ref_s:>7.1f} {cand_s:>7.1f} {wall_s:>7.1f}"
-        extra = f"{counts.get('multi_task', 0):>7} {counts.get('expected_mismatch', 0):>7}"
+        extra = f"{counts.get('multi_task', 0):>7} {counts.get('streamed', 0):>7} {counts.get('expected_mismatch', 0):>7}"
         return f"{name:<{width}} {cells} {extra} {times}{note}"
 
     for r in results:
@@ -195,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--forced", action="store_true", help="split every stage and shuffle every join")
     parser.add_argument("--mode", choices=("distributed", "roundtrip"), default="distributed")
+    parser.add_argument(
+        "--exchange", choices=("auto", "stream", "spool"), default="auto", help="DistributedConfig.exchange"
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per statement (default 60)")
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--corpus", type=Path, help="the corpus folder (default: $DATAFUSION_SLT_DIR)")
@@ -212,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not corpus.is_dir():
         print(f"no sqllogictest corpus at {corpus} (set DATAFUSION_SLT_DIR)", file=sys.stderr)
         return 2
-    options = RunOptions(mode=args.mode, cluster=args.cluster, forced=args.forced, timeout=args.timeout)
+    options = RunOptions(
+        mode=args.mode, cluster=args.cluster, forced=args.forced, timeout=args.timeout, exchange=args.exchange
+    )
     paths = slt_files(args.paths or [corpus])
     start = time.perf_counter()
 

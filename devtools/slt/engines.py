@@ -62,6 +62,7 @@ class Outcome:
     seconds: float
     stage: str = ""
     tasks: int = 1  # tasks the statement ran as (distributed: over all its stages)
+    streamed: bool = False  # distributed: some of its exchanges streamed
     kept: str | None = None  # roundtrip: why DistributedContext keeps the plan on one node
 
     @property
@@ -83,8 +84,9 @@ class EngineError(Exception):
         self.stage = stage
 
 
-def guarded(run: Callable[[], pa.Table | tuple[pa.Table, int]], timeout: float) -> Outcome:
-    """Run `run` (giving a table, or a table and the tasks it ran as) in a daemon thread for
+def guarded(run: Callable[[], pa.Table | tuple[pa.Table, int, bool]], timeout: float) -> Outcome:
+    """Run `run` (giving a table, or a table, the tasks it ran as and whether some of its
+    exchanges streamed) in a daemon thread for
     at most `timeout` seconds; any error becomes the outcome (DataFusion's panics included),
     as does a call that does not finish in time."""
     future: Future = Future()
@@ -109,7 +111,7 @@ def guarded(run: Callable[[], pa.Table | tuple[pa.Table, int]], timeout: float) 
         return Outcome(None, message, time.perf_counter() - start, stage)
     seconds = time.perf_counter() - start
     if isinstance(result, tuple):
-        return Outcome(result[0], None, seconds, tasks=result[1])
+        return Outcome(result[0], None, seconds, tasks=result[1], streamed=result[2])
     return Outcome(result, None, seconds)
 
 
@@ -189,7 +191,7 @@ class DistributedEngine:
     def run(self, sql: str, timeout: float) -> Outcome:
         """Run one statement through the DistributedContext; the outcome also counts its tasks."""
 
-        def run() -> tuple[pa.Table, int]:
+        def run() -> tuple[pa.Table, int, bool]:
             try:
                 df = self.dctx.sql(sql)
             except BaseException as exc:
@@ -197,7 +199,7 @@ class DistributedEngine:
             table = df.to_arrow_table()
             metrics = getattr(df, "metrics", None)  # None for EXPLAIN ANALYZE's own frame
             tasks = sum(len(s.tasks) for s in metrics.stages.values()) if metrics is not None else 1
-            return table, tasks
+            return table, tasks, bool(metrics is not None and metrics.streamed_stages)
 
         return guarded(run, timeout)
 

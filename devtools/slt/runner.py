@@ -89,12 +89,14 @@ class RunOptions:
     """How a run compares: `mode` "distributed" (DataFusion against a DistributedContext) or
     "roundtrip" (DataFusion's plan against the same plan decoded from bytes); `cluster`
     "embedded" or "local:N"; `forced` splits every stage and shuffles every join even on tiny
-    data; `timeout` bounds each statement in each engine (seconds)."""
+    data; `timeout` bounds each statement in each engine (seconds); `exchange` is the
+    DistributedConfig setting ("stream" streams every exchange it can, whatever its size)."""
 
     mode: str = "distributed"
     cluster: str = "embedded"
     forced: bool = False
     timeout: float = 60.0
+    exchange: str = "auto"
 
     def __post_init__(self) -> None:
         if self.mode not in ("distributed", "roundtrip"):
@@ -108,14 +110,15 @@ class RunOptions:
         """The candidate's DistributedContext keyword arguments; forced: `datafusion_distributed.test_utils.forced`
         (every stage split over the workers, no join side inlined or broadcast)."""
         if self.forced:
-            return forced_distribution(query_timeout=self.timeout)
-        return {"config": DistributedConfig(query_timeout=self.timeout)}
+            return forced_distribution(query_timeout=self.timeout, exchange=self.exchange)
+        return {"config": DistributedConfig(query_timeout=self.timeout, exchange=self.exchange)}
 
     def label(self) -> str:
         """A short name of the run's settings for reports: `roundtrip`, or forced/default plus the cluster."""
         if self.mode == "roundtrip":
             return "roundtrip"
-        return f"{'forced' if self.forced else 'default'}+{self.cluster}"
+        exchange = "" if self.exchange == "auto" else f"+{self.exchange}"
+        return f"{'forced' if self.forced else 'default'}+{self.cluster}{exchange}"
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class RecordResult:
     reference_seconds: float = 0.0
     candidate_seconds: float = 0.0
     candidate_tasks: int = 1
+    candidate_streamed: bool = False
     resynced: bool = False
 
 
@@ -157,6 +161,7 @@ class FileResult:
         counts = Counter(r.category.value for r in self.records)
         counts["expected_mismatch"] = sum(r.expected_mismatch is not None for r in self.records)
         counts["multi_task"] = sum(r.candidate_tasks > 1 for r in self.records)
+        counts["streamed"] = sum(r.candidate_streamed for r in self.records)
         counts["both_error_messages_differ"] = sum(r.same_first_line is False for r in self.records)
         return counts
 
@@ -315,6 +320,7 @@ def _result(record: Record, a: Outcome, b: Outcome, resynced: bool, root: str) -
         reference_seconds=a.seconds,
         candidate_seconds=b.seconds,
         candidate_tasks=b.tasks,
+        candidate_streamed=b.streamed,
         resynced=resynced,
     )
 

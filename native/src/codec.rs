@@ -18,7 +18,6 @@ use datafusion_execution::TaskContext;
 use datafusion_physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
-use crate::channels::ChannelKey;
 use crate::exchange::{ChannelRef, ExchangeSinkExec, SinkKey, StreamExchangeExec};
 
 /// The id the wheel routes this codec's nodes by.
@@ -103,17 +102,7 @@ impl<'a> Reader<'a> {
             task,
             attempt,
         } = self.sink_key()?;
-        let partition = self.u32()?;
-        Ok(ChannelRef {
-            address,
-            key: ChannelKey {
-                query,
-                stage,
-                task,
-                attempt,
-                partition,
-            },
-        })
+        Ok(ChannelRef::new(address, query, stage, task, attempt, self.u32()?))
     }
 }
 
@@ -305,6 +294,7 @@ impl PhysicalExtensionCodec for ExchangeCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::ChannelKey;
     use arrow::datatypes::{DataType, Field, Schema};
 
     fn channel(address: &str, partition: u32) -> ChannelRef {

@@ -188,6 +188,21 @@ pub struct ChannelRef {
     pub key: ChannelKey,
 }
 
+impl ChannelRef {
+    /// Partition `partition` of attempt `attempt` of task `task` of stage `stage` of `query`,
+    /// served at `address`.
+    pub fn new(address: String, query: String, stage: u32, task: u32, attempt: u32, partition: u32) -> Self {
+        let key = ChannelKey {
+            query,
+            stage,
+            task,
+            attempt,
+            partition,
+        };
+        Self { address, key }
+    }
+}
+
 #[derive(Debug)]
 pub struct StreamExchangeExec {
     pub partitions: Vec<Vec<ChannelRef>>,

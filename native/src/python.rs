@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule};
 
-use crate::channels::{self, ChannelKey};
+use crate::channels;
 use crate::codec::{self, ExchangeCodec, CODEC_ID};
 use crate::exchange::{ChannelRef, SinkKey};
 use crate::{net, runtime};
@@ -86,15 +86,8 @@ fn channel_refs(partitions: Vec<Vec<PyChannel>>) -> Vec<Vec<ChannelRef>> {
         .map(|channels| {
             channels
                 .into_iter()
-                .map(|(address, query, stage, task, attempt, partition)| ChannelRef {
-                    address,
-                    key: ChannelKey {
-                        query,
-                        stage,
-                        task,
-                        attempt,
-                        partition,
-                    },
+                .map(|(address, query, stage, task, attempt, partition)| {
+                    ChannelRef::new(address, query, stage, task, attempt, partition)
                 })
                 .collect()
         })

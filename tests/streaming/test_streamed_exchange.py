@@ -218,3 +218,8 @@ def test_auto_streams_what_adaptive_execution_would_not_shrink(
     assert bool(df.metrics.streamed_stages) is streams_expected
     assert_ran_distributed(df.metrics)
     assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
+
+
+def test_explain_analyze_says_which_stages_streamed(streamed):
+    text = streamed.sql(tpch_query(3)).explain_string(analyze=True)
+    assert "streamed=" in text

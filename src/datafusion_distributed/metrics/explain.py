@@ -85,7 +85,7 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         sm = self.metrics.stage(stage.id)
         if sm is None:
             return [*folded, "metrics: (stage did not run)"]
-        lines = [*folded, f"metrics: {_stage_summary(sm)}"]
+        lines = [*folded, f"metrics: {_stage_summary(sm, stage.id in self.metrics.streamed_stages)}"]
         units = self.metrics.feed_units.get(stage.id)
         if units:
             per_task = " ".join(f"{units.get(t, 0)}" for t in range(max(units) + 1))
@@ -158,14 +158,16 @@ class MetricsAnnotations(Annotations, GraphAnnotations):
         return format_bytes(sm.input_totals(index).bytes) if sm is not None else ""
 
 
-def _stage_summary(sm: StageMetrics) -> str:
+def _stage_summary(sm: StageMetrics, streamed: bool = False) -> str:
     walls = [t.wall_seconds for t in sm.tasks]
     queues = [t.queue_seconds for t in sm.tasks]
     parts = [
         f"{len(sm.tasks)} task(s) in {format_seconds(sm.seconds)}",
         f"output_rows={sm.rows}",
     ]
-    if sm.bytes:
+    if streamed:  # in memory, as its batches went to their reader: no file
+        parts.append(f"streamed={format_bytes(sm.bytes)}")
+    elif sm.bytes:
         parts.append(f"written={format_bytes(sm.bytes)}")
     if sm.read_bytes:
         parts.append(f"read={format_bytes(sm.read_bytes)} (fetched {format_bytes(sm.fetched_bytes)})")

@@ -21,51 +21,40 @@ from datafusion.plan import ExecutionPlan
 import datafusion_distributed._native as _native
 
 
-class Attempt(Protocol):
-    """One attempt of a task (a `protocol.messages.TaskKey`)."""
+class _ProducerAttempt(Protocol):
+    """One attempt of a producer task."""
+
+    @property
+    def stage(self) -> int:
+        """The producer's stage."""
+        ...
+
+    @property
+    def task(self) -> int:
+        """The producer's task."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """The producer task's attempt."""
+        ...
+
+
+class Attempt(_ProducerAttempt, Protocol):
+    """One attempt of a task of a query (a `protocol.messages.TaskKey`)."""
 
     @property
     def query_id(self) -> str:
         """The query."""
         ...
 
-    @property
-    def stage(self) -> int:
-        """The producer's stage."""
-        ...
 
-    @property
-    def task(self) -> int:
-        """The producer's task."""
-        ...
-
-    @property
-    def attempt(self) -> int:
-        """The producer task's attempt."""
-        ...
-
-
-class Channel(Protocol):
+class Channel(_ProducerAttempt, Protocol):
     """One streamed output partition of a producer attempt (a `protocol.messages.StreamChannel`)."""
 
     @property
     def address(self) -> str:
         """Where its worker's data plane serves it ("" for this process)."""
-        ...
-
-    @property
-    def stage(self) -> int:
-        """The producer's stage."""
-        ...
-
-    @property
-    def task(self) -> int:
-        """The producer's task."""
-        ...
-
-    @property
-    def attempt(self) -> int:
-        """The producer task's attempt."""
         ...
 
     @property
