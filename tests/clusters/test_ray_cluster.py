@@ -71,8 +71,15 @@ def distributed(tpch_path, cluster, handlers=(), config=CONFIG) -> DistributedCo
 
 
 def assert_dead(actor) -> None:
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(actor.url.remote(), timeout=30)
+    """`ray.kill` is asynchronous: a call may still be answered just after it, never for long."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.url.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the actor {actor} still answers 30 s after it was killed")
 
 
 def test_queries_on_ray_workers_match_single_node_and_close_leaves_nothing(
