@@ -89,9 +89,8 @@ def test_set_distributed_exchange(streamed):
         DistributedConfig(exchange="pipes")
 
 
-def test_worker_processes_spool(tpch_sf001, single_node_sf001):
-    """The channels of this version live in one process: over worker processes every exchange
-    is spooled, and the answer is the same."""
+def test_worker_processes_stream_through_their_data_planes(tpch_sf001, single_node_sf001):
+    """Between worker processes each stream crosses its producer's data-plane server."""
     from datafusion_distributed.clusters.local import LocalCluster
 
     with (
@@ -100,11 +99,13 @@ def test_worker_processes_spool(tpch_sf001, single_node_sf001):
             single_node_sf001, workers=cluster, config=DistributedConfig(exchange="stream", **SPLIT)
         ) as dctx,
     ):
-        df = dctx.sql(tpch_query(3))
-        got = df.to_arrow_table()
-    assert_ran_distributed(df.metrics)
-    assert df.metrics.streamed_stages == []
-    assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
+        for n in (3, 9, 18):
+            df = dctx.sql(tpch_query(n))
+            got = df.to_arrow_table()
+            assert df.metrics.streamed_stages, n
+            assert_ran_distributed(df.metrics)
+            assert_tables_equal(got, single_node_sf001.sql(tpch_query(n)).to_arrow_table(), sql=tpch_query(n))
+        assert cluster.spool_files() == []
 
 
 def test_channels_stream_batches_in_one_process():
@@ -199,23 +200,14 @@ def test_cancelling_stops_every_streaming_task(tpch_sf01, distributed_tpch):
         assert dctx.sql("SELECT count(*) FROM nation").to_arrow_table().column(0)[0].as_py() == 25
 
 
-@pytest.mark.parametrize(
-    ("adaptive_task_bytes", "streams_expected"),
-    [(32 << 20, False), (1024, True)],
-    ids=["small inputs adapt", "large inputs stream"],
-)
-def test_auto_streams_what_adaptive_execution_would_not_shrink(
-    adaptive_task_bytes, streams_expected, tpch_sf001, distributed_tpch, single_node_sf001
-):
-    """With "auto", producers that scan less than `adaptive_task_bytes` per worker spool, so
-    adaptive execution can still shrink what reads them; larger ones stream."""
-    config = DistributedConfig(
-        exchange="auto", adaptive_task_bytes=adaptive_task_bytes, **SPLIT | {"adaptive": True}
-    )
-    with distributed_tpch(tpch_sf001, config=config) as dctx:
+def test_auto_spools_in_one_process(tpch_sf001, distributed_tpch, single_node_sf001):
+    """Streaming measured no faster than files read in place (benchmarks/README.md): "auto",
+    the default, spools there."""
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(**SPLIT)) as dctx:
+        assert dctx.config.exchange == "auto"
         df = dctx.sql(tpch_query(3))
         got = df.to_arrow_table()
-    assert bool(df.metrics.streamed_stages) is streams_expected
+    assert df.metrics.streamed_stages == []
     assert_ran_distributed(df.metrics)
     assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
 
@@ -223,3 +215,40 @@ def test_auto_streams_what_adaptive_execution_would_not_shrink(
 def test_explain_analyze_says_which_stages_streamed(streamed):
     text = streamed.sql(tpch_query(3)).explain_string(analyze=True)
     assert "streamed=" in text
+
+
+def test_a_worker_process_killed_while_stages_stream(tpch_sf01, single_node_sf01):
+    """A worker process killed while its tasks stream: the consumers' streams from it break,
+    the query stops its streams and runs those stages again, spooled, on the worker left."""
+    import threading
+
+    from datafusion import SessionContext
+
+    from datafusion_distributed.clusters.local import LocalCluster
+    from datafusion_distributed.events.handlers import DistributedHandler
+    from datafusion_distributed.test_utils.tpch import register_tpch
+
+    class KillOnFirstStreamedConsumer(DistributedHandler):
+        """Kills worker 1 a moment after the first task of the stage that reads a stream is routed."""
+
+        def __init__(self, cluster: LocalCluster) -> None:
+            self.cluster, self.done = cluster, False
+
+        def route_task(self, request):
+            if not self.done and request.stage.inputs:
+                self.done = True
+                threading.Timer(0.05, self.cluster.kill, args=(1,)).start()
+            return None
+
+    ctx = SessionContext()
+    register_tpch(ctx, tpch_sf01)
+    sql = tpch_query(18)
+    with LocalCluster(2) as cluster:
+        killer = KillOnFirstStreamedConsumer(cluster)
+        config = DistributedConfig(exchange="stream", **SPLIT)
+        with DistributedContext(ctx, workers=cluster, config=config, handlers=[killer]) as dctx:
+            df = dctx.sql(sql)
+            got = df.to_arrow_table()
+    assert killer.done and df.metrics.lost_workers
+    assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf01.sql(sql).to_arrow_table(), sql=sql)

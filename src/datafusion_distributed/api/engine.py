@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from datafusion import DataFrame, SessionContext
 from datafusion.plan import LogicalPlan
@@ -31,7 +32,7 @@ from ..dashboard.workers import WorkerStatus
 from ..distributed_planner.config import DistributedConfig, QueryPlanConfig
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
-from ..errors import ContextClosed, WorkersUnavailable
+from ..errors import ContextClosed, WorkersUnavailable, WorkerUnreachable
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, with_store
 from ..execution_plans.stage import DistributedPlan
@@ -122,6 +123,7 @@ class Engine:
         self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
         self._session_hook = session_builder is not None  # it may register stores of its own
+        self._data_planes: dict[str, str] = {}  # worker URL -> where it serves streamed exchanges
         self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
         # what the dashboard, progress callbacks and the distributed.* tables read
         self.history = QueryHistory(self.config.history_length)
@@ -258,12 +260,28 @@ class Engine:
             in_process=self._cluster is not None
             and not self._session_hook
             and not self.handlers.rewrites_plans(),
+            data_plane=self._data_plane if self._cluster is None else None,
         )
         workers = self.workers()
         self._check_given_workers()
         if self._worker_check is not None and not planned.plan.is_distributed:
             self._worker_check.start(workers)  # in the background, the first time only
         return QueryRun(planned.plan, workers, services, planned.config, handlers)
+
+    def _data_plane(self, url: str) -> str:
+        """Where worker `url` serves its streamed exchanges: the host the coordinator reaches it
+        by, and the port it reports (asked once per worker)."""
+        if url not in self._data_planes:
+            port = int(self.clients.get(url).health().get("data_plane_port", 0))
+            if not port:
+                raise WorkerUnreachable(
+                    url,
+                    "it serves no data plane for streamed exchanges (it has a memory limit, a "
+                    "session hook, plan rewrites or TLS; see docs/native.md)",
+                )
+            host = urlparse(url).hostname or ""
+            self._data_planes[url] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return self._data_planes[url]
 
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:
         """The session the coordinator runs a head stage carrying `settings` (the user's

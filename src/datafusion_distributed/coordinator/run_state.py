@@ -199,7 +199,8 @@ class RunState:
             tasks = (
                 list(producers) if producers is not None else list(range(len(self.placement[inp.producer])))
             )
-            return streamed_input(inp, self._stream_schema(inp), parts, tasks, self.attempts), []
+            address = self._stream_address(inp.producer)
+            return streamed_input(inp, self._stream_schema(inp), parts, tasks, self.attempts, address), []
         produced = self.results[inp.producer]
         schema = exchange_schema(produced)
         if schema is not None:
@@ -218,6 +219,14 @@ class RunState:
             below.extend(self._whole_table(table))
         where = replace(inp.where, boundary=subtree, boundary_child=b"")
         return TaskInput.of(where, None, None), below
+
+    def _stream_address(self, producer: int) -> Callable[[int], str]:
+        """Where each task of stage `producer` serves its streams: "" in this process, else its
+        worker's data plane (WorkerUnreachable when it serves none)."""
+        data_plane = self.services.data_plane
+        if data_plane is None:
+            return lambda task: ""
+        return lambda task: data_plane(self.placement[producer][task])
 
     def _stream_schema(self, inp: StageInput) -> bytes:
         """The schema the leaf of the streamed input `inp` declares: the one DataFusion planned

@@ -78,10 +78,8 @@ class QueryRun:
         final = plan.final
         final_on_workers = plan.write is None and not plan.in_memory and final.task_count > 1
         config = self.state.config
-        adapt_below = config.adaptive_task_bytes * len(workers) if config.adaptive else 0
-        self.state.streams = StreamPlan.of(
-            plan, config.exchange, services.in_process, final_on_workers, adapt_below
-        )
+        reachable = services.in_process or self._data_planes_everywhere(config.exchange)
+        self.state.streams = StreamPlan.of(plan, config.exchange, reachable, final_on_workers)
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
         self.shipper = TableShipper(self.state)  # the plan's large memory tables, provided as producers
         # a file write split over the final stage's tasks: staged per attempt, committed at the end
@@ -99,6 +97,20 @@ class QueryRun:
         self.speculation = Speculation(
             self.state, self.tasks_run, self._submit, self._worker_for, self._given_up
         )
+
+    def _data_planes_everywhere(self, exchange: str) -> bool:
+        """Whether, with `exchange`, streams may cross processes: "stream", and every worker of
+        the run serves a data plane."""
+        data_plane = self.state.services.data_plane
+        if exchange != "stream" or data_plane is None:
+            return False
+        try:
+            for worker in self.state.workers:
+                data_plane(worker)
+        except WORKER_ERRORS as exc:
+            log.info("exchanges spooled: %s", exc)
+            return False
+        return True
 
     def _worker_for(self, stage: Stage, task: int, attempt: int = 0, exclude: str | None = None) -> str:
         live = self.state.live_workers(exclude)
@@ -386,7 +398,8 @@ class QueryRun:
         self.state.results[stage.id] = results
         for inp in stage.inputs:
             if self.state.streams.streams(inp):  # what it never read lets its producers end
-                close_stage(self.state.query_id, inp.producer)
+                workers = self.state.placement.get(inp.producer, [])
+                close_stage(self.state.query_id, inp.producer, self.state.services, workers)
         self.feeds.finish_stage(stage)
         self.stage_seconds[stage.id] = time.perf_counter() - started
         rows = sum(p.rows for r in results for p in r.partitions)
@@ -487,15 +500,17 @@ class QueryRun:
         """Stop this run's streams and forget what the streamed stages made (it was read by
         tasks that did not finish), marking the lost worker dead and recomputing the files it
         held; the stages run with spooled exchanges from now on."""
-        streams.release(self.state.query_id)  # every sink and source of the query stops
-        for stage_id in self.state.streams.producers:
+        self.state.retry.after_failure(cause, 1, "a streamed run")  # the lost worker is dead now
+        streams.release(self.state.query_id)  # every sink and source of the query here stops
+        for stage_id in self.state.streams.producers:  # and on the workers: their readers break off
+            workers = [w for w in self.state.placement.get(stage_id, []) if w not in self.state.dead]
+            close_stage(self.state.query_id, stage_id, self.state.services, workers)
             self.state.results.pop(stage_id, None)
         for stage_id in self.state.streams.pinned:
             for task in self.state.plan.stage(stage_id).tasks:
                 self.state.new_attempt(stage_id, task.index)  # never the numbers of the broken run
         self.state.streams = StreamPlan()
         self.state.metrics.streamed_stages = []
-        self.state.retry.after_failure(cause, 1, "a streamed run")
         self.recompute_lost_outputs()
 
     def _still_needed(self, stage_ids: list[int]) -> list[int]:

@@ -4,6 +4,7 @@ with (`QueryPlanConfig`: a `SET` while it runs changes the next query, never thi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..protocol.flight import ClientPool
@@ -28,6 +29,8 @@ class RunServices:
             workers the run was given, throughout).
         in_process: every worker runs in this process (the embedded cluster): exchanges
             between them may stream (see `streaming`).
+        data_plane: the host:port a worker serves its streamed exchanges on (raises
+            WorkerUnreachable for a worker that serves none); None: no stream crosses processes.
     """
 
     clients: ClientPool
@@ -37,6 +40,7 @@ class RunServices:
     local_spools: tuple[str, ...] = ()
     membership: Membership | None = None
     in_process: bool = False
+    data_plane: Callable[[str], str] | None = None
 
 
 def exchange_compression(setting: str | None, read_in_place: bool) -> str | None:

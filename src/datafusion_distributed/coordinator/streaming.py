@@ -1,6 +1,6 @@
 """Which exchanges of a run stream, and what streaming changes in how its stages run.
 
-An exchange streams (`exchange = "stream"` or `"auto"`) when its producer stage's outputs are
+An exchange streams (`exchange = "stream"`) when its producer stage's outputs are
 read by exactly one consumer stage, each output partition by one consumer task: shuffles,
 coalesces and merges, not broadcasts nor shipped tables. Its consumer then starts as soon as
 its producers have started, and both run at once: the cluster's workers run every task they
@@ -8,12 +8,14 @@ are sent at once (each in a thread of its own), so no producer ever waits for a 
 consumer holds, and each channel's bounded buffer is the back-pressure. It never streams:
 - into the last stage when that runs in the coordinator or writes files (the coordinator reads
   files), nor out of a stage that reads a feed;
-- between processes: the channels of this version live in one process, so only the embedded
-  cluster (workers and coordinator in this process) streams;
+- to workers that serve no data plane: between processes a stream crosses the producer
+  worker's data-plane server (plain TCP with the cluster's token), which a worker with TLS,
+  a memory limit, a session hook or plan rewrites does not start;
 - where a producer would need its worker's runtime: a sink's child runs in a task context that
   DataFusion's FFI rebuilds with a default runtime (local files, no registered object store, no
   memory limit), so a plan that scans an object store, or a cluster whose sessions a hook
   builds, spools.
+`exchange = "auto"` (the default) spools for now: see `AUTO_SPOOLS`.
 Stages that stream, read a stream, or feed a stage that does are never re-planned from their
 inputs' sizes (there are none yet) nor raced by speculation. A streamed run whose worker is
 lost stops its streams and runs the stages that streamed again, spooled (`StreamBroken`).
@@ -21,17 +23,30 @@ lost stops its streams and runs the stages that streamed again, spooled (`Stream
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..codec import scan_kind
 from ..codec.scan import object_store_url
+from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, StageInput
 from ..protocol.messages import StreamChannel, TaskInput
 from ..runtime import streams
 
+if TYPE_CHECKING:
+    from .services import RunServices
+
+log = logging.getLogger("datafusion_distributed.coordinator")
+WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
+
 LOCAL_STORE = "file:///"
+# Measured (benchmarks/README.md, "Streamed exchanges"): in one process, where spooled files
+# are read in place, streaming ran TPC-H SF 1 no faster than spooling, and the stages it pins
+# lose adaptive re-planning (about 4%); so "auto" spools until streaming pays somewhere.
+AUTO_SPOOLS = "exchange='auto' spools: streaming was measured no faster than files read in place"
 STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)
 
 
@@ -70,18 +85,17 @@ class StreamPlan:
         exchange: str,
         in_process: bool,
         final_on_workers: bool,
-        adapt_below_bytes: int = 0,
     ) -> StreamPlan:
         """The exchanges of `plan` that stream with the setting `exchange`; `in_process` says
-        whether every worker runs in this process, `final_on_workers` whether the last stage
-        runs on workers (several tasks, no file write). With "auto", a producer whose stages
-        scan fewer than `adapt_below_bytes` spools: adaptive execution may then shrink its
-        consumer (fewer tasks, a last step in the coordinator), which saves more on small
-        inputs than overlapping the stages does."""
+        whether streams can reach every worker (all in this process, or each serving a data
+        plane), `final_on_workers` whether the last stage runs on workers (several tasks, no
+        file write)."""
         if exchange == "spool" or len(plan.stages) < 2:
             return cls()
+        if exchange == "auto":  # streams where it was measured to pay: nowhere yet
+            return cls(why_not=AUTO_SPOOLS)
         if not in_process:
-            return cls(why_not="the workers run in other processes: their exchanges are spooled")
+            return cls(why_not="the workers serve no data plane: their exchanges are spooled")
         if (url := _object_store_read(plan)) is not None:
             return cls(why_not=f"a scan reads {url[:200]}: a streaming producer reaches local files only")
         readers = Counter(inp.producer for stage in plan.stages for inp in stage.inputs)
@@ -100,7 +114,6 @@ class StreamPlan:
                     and readers[inp.producer] == 1
                     and not producer.feeds
                     and producer.sink is None
-                    and (exchange == "stream" or _bytes_scanned(plan, producer.id) >= adapt_below_bytes)
                 ):
                     producers.add(inp.producer)
         consumers = {stage.id for stage in plan.stages if any(i.producer in producers for i in stage.inputs)}
@@ -110,14 +123,6 @@ class StreamPlan:
     def streams(self, inp: StageInput) -> bool:
         """Whether the input `inp` of a stage is read as a stream."""
         return inp.producer in self.producers
-
-
-def _bytes_scanned(plan: DistributedPlan, stage_id: int) -> int:
-    """The bytes the scans of stage `stage_id` and of the stages it reads read (its cost)."""
-    stage = plan.stage(stage_id)
-    scanned = sum(f.bytes_read for t in stage.tasks for _, groups in t.scans for g in groups for f in g)
-    below = sum(_bytes_scanned(plan, i.producer) for i in stage.inputs if i.table is None)
-    return scanned + below
 
 
 def _object_store_read(plan: DistributedPlan) -> str | None:
@@ -136,14 +141,17 @@ def streamed_input(
     parts: Sequence[int],
     tasks: Sequence[int],
     attempts: dict[tuple[int, int], int],
+    address: Callable[[int], str],
 ) -> TaskInput:
     """The input `inp` of a task, read from the channels of the producer tasks `tasks` (their
-    current attempts) by a leaf declaring `schema`: partition q of every producer for each
-    shuffle partition q the task reads; the one partition of every producer for a coalesce;
-    one per producer for a merge. Its boundary travels as for an input read from files."""
+    current attempts, served at `address(task)`) by a leaf declaring `schema`: partition q of
+    every producer for each shuffle partition q the task reads; the one partition of every
+    producer for a coalesce; one per producer for a merge. Its boundary travels as for an
+    input read from files."""
 
     def channel(task: int, partition: int) -> StreamChannel:
-        return StreamChannel("", inp.producer, task, attempts.get((inp.producer, task), 0), partition)
+        attempt = attempts.get((inp.producer, task), 0)
+        return StreamChannel(address(task), inp.producer, task, attempt, partition)
 
     kind = inp.where.kind
     if kind is BoundaryKind.SHUFFLE:
@@ -156,7 +164,15 @@ def streamed_input(
     return TaskInput(where.marker, kind.value, schema, where.boundary, where.boundary_child, None, groups)
 
 
-def close_stage(query_id: str, stage: int) -> None:
+def close_stage(query_id: str, stage: int, services: RunServices, workers: Sequence[str]) -> None:
     """The consumer of stage `stage`'s streams finished: channels it never read (a join whose
-    build side was empty never reads its probe side) let their producers end."""
+    build side was empty never reads its probe side) let their producers end, here and on the
+    `workers` that ran them."""
     streams.close_stage(query_id, stage)
+    if services.data_plane is None:
+        return
+    for worker in sorted(set(workers)):
+        try:
+            services.clients.get(worker).close_stage(query_id, stage)
+        except WORKER_ERRORS as exc:  # a lost worker's producers are gone with it
+            log.info("closing stage %d's streams on %s: %s", stage, worker, exc)

@@ -148,11 +148,12 @@ class DistributedConfig:
         exchange: how stages hand their outputs on: "stream" (batches flow from producer to
             consumer tasks as they are made, through the compiled data plane, the two stages
             running at once), "spool" (Arrow IPC files, each stage waiting for the whole of its
-            inputs), or "auto": stream where it can and spool where it must (an output read by
-            more than one task, a broadcast, the last stage the coordinator reads, a stage that
-            writes files or reads a feed in rounds, workers in other processes);
-            `DataFrame.metrics.streamed_stages` says which streamed. A streamed run that loses a worker is run again spooled.
-            Default "auto".
+            inputs), or "auto": stream where that was measured to pay, spool elsewhere. In one
+            process, where files are read in place, streaming measured no faster than spooling
+            (TPC-H SF 1, benchmarks/README.md), so "auto" spools for now. "stream" streams what
+            it can: an output read by one task per partition, from local files, in one
+            process or through the workers' data planes (see docs/native.md); `DataFrame.metrics.streamed_stages` says which
+            streamed. A streamed run that loses a worker is run again spooled. Default "auto".
         connect_timeout: seconds to wait for a worker to answer a short call. Positive.
             Default 30.
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..codec import children as layouts
@@ -26,11 +27,14 @@ class PlanNode:
     children: tuple[PlanNode, ...]
 
     @classmethod
-    def from_plan(cls, plan: ExecutionPlan, raw: bytes | None = None) -> PlanNode:
+    def from_plan(
+        cls, plan: ExecutionPlan, raw: bytes | None = None, ctx: SessionContext | None = None
+    ) -> PlanNode:
         """Snapshot `plan`; `raw` is its bytes when already known. The plan is serialised once:
-        each child's bytes are cut out of its parent's."""
+        each child's bytes are cut out of its parent's (serialised with `ctx`'s codecs where
+        they must be: a plan holding nodes of an extension codec)."""
         line = _first_line(plan)
-        raw = plan.to_bytes() if raw is None else raw
+        raw = _serialised(plan, ctx) if raw is None else raw
         children = plan.children()
         return cls(
             name=_name(line),
@@ -38,8 +42,8 @@ class PlanNode:
             partitions=plan.partition_count,
             raw=raw,
             children=tuple(
-                cls.from_plan(child, child_raw)
-                for child, child_raw in zip(children, _children_bytes(raw, children), strict=True)
+                cls.from_plan(child, child_raw, ctx)
+                for child, child_raw in zip(children, _children_bytes(raw, children, ctx), strict=True)
             ),
         )
 
@@ -119,7 +123,14 @@ def _name(line: str) -> str:
     return line.split(":", 1)[0].strip()
 
 
-def _children_bytes(raw: bytes, children: list[ExecutionPlan]) -> list[bytes]:
+def _serialised(plan: ExecutionPlan, ctx: SessionContext | None) -> bytes:
+    """`plan`'s bytes, with the codecs of `ctx` when given."""
+    return plan.to_bytes() if ctx is None else plan.to_bytes(ctx)
+
+
+def _children_bytes(
+    raw: bytes, children: list[ExecutionPlan], ctx: SessionContext | None = None
+) -> list[bytes]:
     """The children's serialised bytes: read out of `raw` when their layout is known,
     otherwise serialised (and the layout learned from them for the next node of the kind)."""
     if not children:
@@ -130,7 +141,7 @@ def _children_bytes(raw: bytes, children: list[ExecutionPlan]) -> list[bytes]:
         found = layouts.read(raw, layout)
         if found is not None:
             return found
-    serialised = [child.to_bytes() for child in children]
+    serialised = [_serialised(child, ctx) for child in children]
     if key not in _LAYOUTS:
         _LAYOUTS[key] = layouts.learn(raw, serialised)
     return serialised

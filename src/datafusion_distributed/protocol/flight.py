@@ -208,6 +208,10 @@ class WorkerClient:
         """Stop one task attempt (within a second) and delete its outputs; the query goes on."""
         self._action("cancel_attempt", encode(key), self.settings.timeout)
 
+    def close_stage(self, query_id: str, stage: int) -> None:
+        """Tell the worker that stage `stage`'s streams have no reader any more."""
+        self._action("close_stage", encode(TaskKey(query_id, stage, 0, 0)), self.settings.timeout)
+
     def health(self) -> dict:
         """The worker's protocol version and spool state."""
         return json.loads(self._action("health", b"", self.settings.timeout))

@@ -114,6 +114,20 @@ def sink_plan(plan: bytes, key: Attempt) -> bytes:
     return _native.sink_plan(plan, key.query_id, key.stage, key.task, key.attempt)
 
 
+_serving: dict[str, int] = {}  # host -> the port this process's channels are served on
+_serving_lock = threading.Lock()
+
+
+def serve(host: str, token: str) -> int:
+    """Serve this process's channels to readers in other processes on `host` (once per host;
+    requests must carry `token`, the cluster's); the port."""
+    with _serving_lock:
+        _native.set_token(token)
+        if host not in _serving:
+            _serving[host] = _native.serve(host, 0)
+        return _serving[host]
+
+
 def release(query_id: str) -> None:
     """Drop the channels of a query in this process and stop its streaming tasks here; channels
     it asks for later are refused (its late tasks fail instead of waiting)."""

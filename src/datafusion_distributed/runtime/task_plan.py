@@ -43,7 +43,7 @@ def prepare_task_plan(
         built = ExecutionPlan.from_bytes(decoder, plan)
     except Exception as exc:  # DataFusion raises plain Exception
         raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
-    raw = _with_yield_points(built, plan)
+    raw = _with_yield_points(built, plan, decoder)
     if stream_to is not None:
         raw = sink_plan(raw, stream_to)
     if raw is plan:
@@ -54,14 +54,14 @@ def prepare_task_plan(
         raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
 
 
-def _with_yield_points(built: ExecutionPlan, raw: bytes) -> bytes:
-    """The plan bytes `raw` (deserialised as `built`) with each join under a CooperativeExec;
+def _with_yield_points(built: ExecutionPlan, raw: bytes, ctx: SessionContext) -> bytes:
+    """The plan bytes `raw` (deserialised as `built` in `ctx`) with each join under a CooperativeExec;
     `raw` itself when it has no join, or when that fails (it then stops only when its joins
     yield)."""
     if "JoinExec" not in built.display_indent():  # most plans: nothing to walk
         return raw
     try:
-        joins = [node.raw for node in PlanNode.from_plan(built, raw).walk() if is_join(node.name)]
+        joins = [node.raw for node in PlanNode.from_plan(built, raw, ctx).walk() if is_join(node.name)]
         return wrap_cooperative(raw, joins) if joins else raw
     except Exception as exc:  # unreadable bytes
         log.warning("running a task without yield points over its joins: %s", exc)

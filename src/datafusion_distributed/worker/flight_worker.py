@@ -153,6 +153,13 @@ class FlightWorker(flight.FlightServerBase):
             memory_limit_bytes,
             self._stopped,
         )
+        # streamed exchanges to consumers elsewhere (see runtime.streams): only where a stream's
+        # producer sees what it needs (no memory limit, no session hook, no plan rewrites) and
+        # nothing must be encrypted (the data plane speaks plain TCP)
+        self.data_plane_port = 0  # none
+        if memory_limit_bytes is None and session_builder is None and not cert:
+            if not HandlerChain.of(handlers).rewrites_plans():
+                self.data_plane_port = streams.serve(host, auth_token or "")
         self._drain = Drain(self.spool.held_queries)
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
@@ -165,6 +172,7 @@ class FlightWorker(flight.FlightServerBase):
             ("release", "Delete a query's spool data"),
             ("cancel", "Stop a query's running tasks, refuse its new ones, delete its spool data"),
             ("cancel_attempt", "Stop one task attempt (another won), refuse it, delete its outputs"),
+            ("close_stage", "A stage's streams have no reader any more: its producers here stop sending"),
             ("health", "Version and spool state"),
             ("heartbeat", "A coordinator's liveness probe; renews the spool leases of the queries it names"),
             ("read_output", "The bytes of one task output file, in chunks"),
@@ -194,6 +202,10 @@ class FlightWorker(flight.FlightServerBase):
                 key = decode_task_key(body)
                 self._cancelled.cancel(key)
                 self.spool.discard_attempt(key)
+                return []
+            if action.type == "close_stage":  # the key names a stage: its task and attempt are unused
+                key = decode_task_key(body)
+                streams.close_stage(key.query_id, key.stage)
                 return []
             if action.type == "health":
                 return [flight.Result(json.dumps(self.health()).encode())]
@@ -326,6 +338,7 @@ class FlightWorker(flight.FlightServerBase):
             "spool_bytes": self.spool.used_bytes(),
             "memory_bytes": resident_bytes(),
             "pid": os.getpid(),  # the dashboard tells workers in its own process by it
+            "data_plane_port": self.data_plane_port,  # where its streamed exchanges are served, 0: none
         }
 
     # -- drain ---------------------------------------------------------------------------
