@@ -4,8 +4,9 @@ A producer task whose output streams runs under an `ExchangeSinkExec`: each of i
 partitions sends its batches into a channel of this process, and Python only waits for every
 partition to say what it sent (one row each, never a batch). A consumer task reads such an input
 through a `StreamExchangeExec` leaf spliced where the input's marker is, whose partitions yield
-the channels' batches as they come. Both nodes travel in plan bytes through the data plane's
-codec, installed on every session that decodes task plans (`with_exchange_codec`).
+the channels' batches as they come: from this process, or from another worker's data-plane
+server (`serve`). Both nodes travel in plan bytes through the data plane's codec, installed on
+every session that decodes task plans (`with_exchange_codec`).
 """
 
 from __future__ import annotations
