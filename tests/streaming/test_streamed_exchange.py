@@ -252,3 +252,21 @@ def test_a_worker_process_killed_while_stages_stream(tpch_sf01, single_node_sf01
     assert killer.done and df.metrics.lost_workers
     assert_ran_distributed(df.metrics)
     assert_tables_equal(got, single_node_sf01.sql(sql).to_arrow_table(), sql=sql)
+
+
+def test_a_worker_reports_its_data_plane_and_serves_none_where_a_producer_would_miss_its_runtime(tmp_path):
+    import socket
+
+    from datafusion_distributed.worker.flight_worker import FlightWorker
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    worker = FlightWorker(str(tmp_path / "a"), auth_token="t" * 32, data_plane_port=port)
+    limited = FlightWorker(str(tmp_path / "b"), auth_token="t" * 32, memory_limit_bytes=1 << 30)
+    try:
+        assert worker.health()["data_plane_port"] == port
+        assert limited.health()["data_plane_port"] == 0  # its memory pool would not reach a sink's child
+    finally:
+        worker.stop()
+        limited.stop()

@@ -142,7 +142,7 @@ def run_worker(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert, tls_key=args.tls_key, tls_root_certs=args.tls_root_certs,
         tls_client_ca=args.tls_client_ca,
         spool_quota_bytes=args.spool_quota_bytes, memory_limit_bytes=args.memory_limit_bytes,
-        shared_spool_root=args.shared_spool_root,
+        shared_spool_root=args.shared_spool_root, data_plane_port=args.data_plane_port,
     )  # fmt: skip
     if token is None:
         print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
@@ -185,6 +185,9 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
     worker = sub.add_parser("worker", help="run a worker serving Arrow Flight")
     worker.add_argument("--host", default="127.0.0.1")
     worker.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    worker.add_argument(
+        "--data-plane-port", type=int, default=0, help="port of its streamed exchanges; 0 picks a free port"
+    )
     worker.add_argument(
         "--spool-dir", help="folder for task outputs (default: a new temporary folder, deleted on exit)"
     )

@@ -115,18 +115,19 @@ def sink_plan(plan: bytes, key: Attempt) -> bytes:
     return _native.sink_plan(plan, key.query_id, key.stage, key.task, key.attempt)
 
 
-_serving: dict[str, int] = {}  # host -> the port this process's channels are served on
+_serving: dict[tuple[str, int], int] = {}  # (host, port asked) -> the port it is served on
 _serving_lock = threading.Lock()
 
 
-def serve(host: str, token: str) -> int:
-    """Serve this process's channels to readers in other processes on `host` (once per host;
-    requests must carry `token`, the cluster's); the port."""
+def serve(host: str, token: str, port: int = 0) -> int:
+    """Serve this process's channels to readers in other processes on `host` and `port` (0: a
+    free one; once per host and port asked); requests must carry `token`, the cluster's.
+    Returns the port."""
     with _serving_lock:
         _native.set_token(token)
-        if host not in _serving:
-            _serving[host] = _native.serve(host, 0)
-        return _serving[host]
+        if (host, port) not in _serving:
+            _serving[host, port] = _native.serve(host, port)
+        return _serving[host, port]
 
 
 def release(query_id: str) -> None:

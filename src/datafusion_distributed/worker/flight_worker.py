@@ -76,6 +76,8 @@ class FlightWorker(flight.FlightServerBase):
         handlers: event handlers whose `rewrite_plan` may replace a task's plan before it runs.
         shared_spool_root: a folder holding the spools of workers on this host (this one's
             included): their outputs are read from disk where they are instead of fetched.
+        data_plane_port: the port its streamed exchanges are served on (0: a free one), when
+            it serves them (not with TLS, a memory limit, a session hook or plan rewrites).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class FlightWorker(flight.FlightServerBase):
         memory_limit_bytes: int | None = None,
         handlers: Sequence[Any] | None = None,
         shared_spool_root: str | None = None,
+        data_plane_port: int = 0,
     ) -> None:
         auth_token = auth_token or token_from_env()
         if auth_token is None and not insecure_no_auth:
@@ -159,7 +162,7 @@ class FlightWorker(flight.FlightServerBase):
         self.data_plane_port = 0  # none
         if memory_limit_bytes is None and session_builder is None and not cert:
             if not HandlerChain.of(handlers).rewrites_plans():
-                self.data_plane_port = streams.serve(host, auth_token or "")
+                self.data_plane_port = streams.serve(host, auth_token or "", data_plane_port)
         self._drain = Drain(self.spool.held_queries)
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
         self._sweeper.start()
