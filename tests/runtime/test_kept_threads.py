@@ -34,7 +34,7 @@ def test_tasks_leave_no_threads_behind():
             sum(b.num_rows for b in stream_partitions(ctx, ctx.sql("SELECT k FROM t").execution_plan()))
             == 100
         )
-    assert threading.active_count() == started
+    assert threading.active_count() <= started  # threads of earlier tests may end meanwhile
 
 
 def test_a_wide_join_runs_through_the_shared_threads(tmp_path):
