@@ -91,6 +91,7 @@ SETUPS = {
     "embedded-streamed": Setup("embedded-streamed", "embedded", (("exchange", "stream"),)),
     "workers": Setup("workers", "workers"),
     "workers-shipped": Setup("workers-shipped", "workers", _SHIPPED),
+    "workers-streamed": Setup("workers-streamed", "workers", (("exchange", "stream"),)),
 }
 
 
