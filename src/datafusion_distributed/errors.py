@@ -155,3 +155,7 @@ class WorkersUnavailable(QueryFailed, ConnectionError):
 
 class WorkersNotFound(LookupError):
     """A resolver found no worker: its DNS name did not resolve, or resolved to no address."""
+
+
+# What a call to a worker raises when the worker failed the call, not this process.
+WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)

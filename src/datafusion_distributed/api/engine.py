@@ -254,12 +254,9 @@ class Engine:
             self._head_sessions,
             self.local_spools(),
             self.membership,
-            # the library's own embedded cluster, with no hook whose stores a stream's producer
-            # would not see, nor a handler rewriting task plans that it would hand the data
-            # plane's nodes (see coordinator.streaming)
-            in_process=self._cluster is not None
-            and not self._session_hook
-            and not self.handlers.rewrites_plans(),
+            # the library's own embedded cluster, whose workers may host streams: each says so
+            # as it does to other processes (see coordinator.streaming)
+            in_process=self._cluster is not None and all(w.data_plane_port for w in self._cluster.workers),
             data_plane=self._data_plane if self._cluster is None else None,
         )
         workers = self.workers()

@@ -28,11 +28,10 @@ from ..common import exits
 from ..common.errors import failure_message, is_failure, readable_message
 from ..common.threads import kept_threads
 from ..errors import (
+    WORKER_ERRORS,
     QueryCancelled,
     QueryFailed,
     ResultStreamLost,
-    WorkerError,
-    WorkerTimeout,
     WorkerUnreachable,
 )
 from ..execution_plans.object_stores import with_store_hint
@@ -48,8 +47,6 @@ from ..work_unit_feed.reading import FeedToRead, LocalUnits, read_feeds
 from .cancellation import POLL_SECONDS
 from .gather import read_file, restore_names
 from .run_state import RunState
-
-WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
 
 
 class HeadStage:

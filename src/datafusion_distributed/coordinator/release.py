@@ -7,9 +7,9 @@ import logging
 from concurrent.futures import wait
 
 from ..common.threads import kept_threads
+from ..errors import WORKER_ERRORS
 from ..protocol.messages import TaskKey
 from .cancellation import POLL_SECONDS
-from .head import WORKER_ERRORS
 from .run_state import RunState
 from .shipping import TableShipper
 

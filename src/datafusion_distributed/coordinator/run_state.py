@@ -163,9 +163,7 @@ class RunState:
     # -- building task messages -------------------------------------------------------------
     def tasks_of(self, stage: Stage) -> tuple[TaskPlan, ...]:
         """The tasks `stage` runs as: one when a split input turned out empty."""
-        spooled = [
-            inp for inp in stage.inputs if not self.streams.streams(inp)
-        ]  # a stream is never empty-replaced
+        spooled = [inp for inp in stage.inputs if not self.streams.streams(inp)]  # a stream is never replaced
         return (single_task(stage),) if needs_single_task(spooled, self.results) else stage.tasks
 
     def _location(self, producer: int) -> Callable[[int, Any], FileLocation]:

@@ -24,7 +24,15 @@ import pyarrow.compute as pc
 
 from ..common.threads import kept_threads
 from ..distributed_planner.config import QueryPlanConfig
-from ..errors import FeedFailed, QueryFailed, WorkerUnreachable, as_query_failure, said_all
+from ..errors import (
+    WORKER_ERRORS,
+    FeedFailed,
+    QueryFailed,
+    WorkerError,
+    WorkerUnreachable,
+    as_query_failure,
+    said_all,
+)
 from ..events.chain import HandlerChain
 from ..events.handlers import RoutingRequest
 from ..execution_plans.stage import DistributedPlan, Stage, StageInput, TaskPlan
@@ -35,7 +43,7 @@ from .adapting import StageAdapter
 from .cancellation import POLL_SECONDS
 from .empty_builds import NOT_RUN, ProbeHolds
 from .feed_tasks import RunFeeds
-from .head import WORKER_ERRORS, HeadStage
+from .head import HeadStage
 from .object_store_writes import staged_write
 from .release import release_query, stop_attempt
 from .run_state import RunState
@@ -200,14 +208,10 @@ class QueryRun:
         self.state.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.state.events.stage_started(stage.id, self.state.placement[stage.id])
-        attempts = self.state.attempts  # none yet, unless the stage runs again after a broken stream
+        placement, attempts = self.state.placement[stage.id], self.state.attempts
+        # attempt 0, unless the stage runs again after a broken stream
         return {
-            self._submit(
-                stage, t, self.state.placement[stage.id][t.index], attempts.get((stage.id, t.index), 0)
-            ): (
-                stage,
-                t.index,
-            )
+            self._submit(stage, t, placement[t.index], attempts.get((stage.id, t.index), 0)): (stage, t.index)
             for t in tasks
         }
 
@@ -234,8 +238,8 @@ class QueryRun:
                         new = self._start_stage(adapted)
                         partial[adapted.id] = [None] * len(new)
                         running.update(new)
-                if not running and echoes:  # nothing left to say what caused them
-                    _, echoed, echoed_task, echo = echoes[0]
+                if echoes and (not running or time.perf_counter() - echoes[0][0] > ECHO_WAIT_SECONDS):
+                    _, echoed, echoed_task, echo = echoes[0]  # no failure came that caused it
                     self.state.retry.after_failure(echo, 1, f"stage {echoed.id} task {echoed_task}")
                 if not running:
                     if not waiting:
@@ -267,9 +271,6 @@ class QueryRun:
                     )
                     if all(r is not None for r in partial[stage.id]):
                         self._finish_stage(stage, partial.pop(stage.id), started[stage.id])
-                if echoes and time.perf_counter() - echoes[0][0] > ECHO_WAIT_SECONDS:  # no cause came
-                    _, echoed, echoed_task, echo = echoes[0]
-                    self.state.retry.after_failure(echo, 1, f"stage {echoed.id} task {echoed_task}")
                 self._skip_unneeded_probes(waiting, running, partial)
                 for future, (stage, index) in list(running.items()):
                     worker = self.state.placement[stage.id][index]
@@ -303,9 +304,13 @@ class QueryRun:
 
     def _check_streams(self, stage: Stage, exc: BaseException) -> None:
         """Raise StreamBroken when a task of a stage that streams (or reads a stream) lost its
-        worker: its streams cannot be resumed, only run again."""
-        if stage.id in self.state.streams.pinned and self.state.streams.producers:
-            raise StreamBroken(f"stage {stage.id} lost a worker while stages streamed: {exc}") from exc
+        worker, or was refused by a draining one: its streams cannot be resumed nor moved, only
+        run again. Its own error (bad data, a UDF raising) fails the query as any task's does."""
+        if stage.id not in self.state.streams.pinned or not self.state.streams.producers:
+            return
+        if isinstance(exc, WorkerError) and lost_worker(exc) is None and draining_worker(exc) is None:
+            return
+        raise StreamBroken(f"stage {stage.id} lost a worker while stages streamed: {exc}") from exc
 
     def _holds(self, stage: Stage, exc: BaseException) -> bool:
         """Whether the failure `exc` of a task of `stage` (its own error, not a lost or

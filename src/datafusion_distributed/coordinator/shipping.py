@@ -26,11 +26,11 @@ from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
 
 from ..common import exits
+from ..errors import WORKER_ERRORS
 from ..execution_plans.stage import ShippedTable
 from ..protocol.messages import PartitionResult, ShipPartition, TaskResult
 from ..runtime.outputs import write_task_outputs
 from ..runtime.streaming import stream_partition
-from .head import WORKER_ERRORS
 from .run_state import RunState
 
 log = logging.getLogger("datafusion_distributed.coordinator")

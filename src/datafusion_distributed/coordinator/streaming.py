@@ -15,7 +15,8 @@ consumer holds, and each channel's bounded buffer is the back-pressure. It never
   DataFusion's FFI rebuilds with a default runtime (local files, no registered object store, no
   memory limit), so a plan that scans an object store, or a cluster whose sessions a hook
   builds, spools.
-`exchange = "auto"` (the default) spools for now: see `AUTO_SPOOLS`.
+`exchange = "auto"` (the default) spools for now (measured: benchmarks/README.md, "Streamed
+exchanges").
 Stages that stream, read a stream, or feed a stage that does are never re-planned from their
 inputs' sizes (there are none yet) nor raced by speculation. A streamed run whose worker is
 lost stops its streams and runs the stages that streamed again, spooled (`StreamBroken`).
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..codec import scan_kind
 from ..codec.scan import object_store_url
-from ..errors import WorkerError, WorkerTimeout, WorkerUnreachable
+from ..errors import WORKER_ERRORS
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, StageInput
 from ..protocol.messages import StreamChannel, TaskInput
 from ..runtime import streams
@@ -40,13 +41,10 @@ if TYPE_CHECKING:
     from .services import RunServices
 
 log = logging.getLogger("datafusion_distributed.coordinator")
-WORKER_ERRORS = (WorkerError, WorkerUnreachable, WorkerTimeout)
 
 LOCAL_STORE = "file:///"
-# Measured (benchmarks/README.md, "Streamed exchanges"): in one process, where spooled files
-# are read in place, streaming ran TPC-H SF 1 no faster than spooling, and the stages it pins
-# lose adaptive re-planning (about 4%); so "auto" spools until streaming pays somewhere.
-AUTO_SPOOLS = "exchange='auto' spools: streaming was measured no faster than files read in place"
+# "auto" spools: measured (benchmarks/README.md, "Streamed exchanges"), streaming ran TPC-H SF 1
+# no faster than files read in place, and the stages it pins lose adaptive re-planning.
 STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)
 
 
@@ -76,7 +74,6 @@ class StreamPlan:
 
     producers: frozenset[int] = frozenset()
     pinned: frozenset[int] = frozenset()
-    why_not: str = ""  # why nothing streams, when streaming was asked for
 
     @classmethod
     def of(
@@ -92,12 +89,14 @@ class StreamPlan:
         file write)."""
         if exchange == "spool" or len(plan.stages) < 2:
             return cls()
-        if exchange == "auto":  # streams where it was measured to pay: nowhere yet
-            return cls(why_not=AUTO_SPOOLS)
+        if exchange == "auto":  # streams where it was measured to pay: nowhere yet (see above)
+            return cls()
         if not in_process:
-            return cls(why_not="the workers serve no data plane: their exchanges are spooled")
+            log.info("exchange='stream', but not every worker serves a data plane: exchanges spooled")
+            return cls()
         if (url := _object_store_read(plan)) is not None:
-            return cls(why_not=f"a scan reads {url[:200]}: a streaming producer reaches local files only")
+            log.info("exchange='stream', but a scan reads %s, out of a streaming producer's reach", url[:200])
+            return cls()
         readers = Counter(inp.producer for stage in plan.stages for inp in stage.inputs)
         producers = set()
         for stage in plan.stages:

@@ -37,20 +37,20 @@ def prepare_task_plan(
         plan = replace_subtree(plan, resolved.where.marker, input_leaf(resolved))
     for marker, leaf in leaves:
         plan = replace_subtree(plan, marker, leaf)
+    if stream_to is not None:
+        plan = sink_plan(plan, stream_to)
     streamed = stream_to is not None or any(resolved.streams for resolved in inputs)
     decoder = with_exchange_codec(ctx) if streamed else ctx  # the data plane's nodes need its codec
-    try:
-        built = ExecutionPlan.from_bytes(decoder, plan)
-    except Exception as exc:  # DataFusion raises plain Exception
-        raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
+    built = _decoded(decoder, plan)
     raw = _with_yield_points(built, plan, decoder)
-    if stream_to is not None:
-        raw = sink_plan(raw, stream_to)
-    if raw is plan:
-        return built
+    return built if raw is plan else _decoded(decoder, raw)
+
+
+def _decoded(ctx: SessionContext, plan: bytes) -> ExecutionPlan:
+    """The plan of the bytes `plan`, or TaskError saying why it cannot be built."""
     try:
-        return ExecutionPlan.from_bytes(decoder, raw)
-    except Exception as exc:
+        return ExecutionPlan.from_bytes(ctx, plan)
+    except Exception as exc:  # DataFusion raises plain Exception
         raise TaskError(f"could not rebuild the task's plan: {exc}") from exc
 
 

@@ -145,12 +145,13 @@ class FlightWorker(flight.FlightServerBase):
                 tls_client_key=key,
             )
         )
+        handler_chain = HandlerChain.of(handlers)
         self._runner = TaskRunner(
             self.url,
             self.spool,
             self._cancelled,
             TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes)),
-            HandlerChain.of(handlers),  # plan rewrites (see events)
+            handler_chain,  # plan rewrites (see events)
             self._clients,
             (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ()),
             memory_limit_bytes,
@@ -161,7 +162,7 @@ class FlightWorker(flight.FlightServerBase):
         # nothing must be encrypted (the data plane speaks plain TCP)
         self.data_plane_port = 0  # none
         if memory_limit_bytes is None and session_builder is None and not cert:
-            if not HandlerChain.of(handlers).rewrites_plans():
+            if not handler_chain.rewrites_plans():
                 self.data_plane_port = streams.serve(host, auth_token or "", data_plane_port)
         self._drain = Drain(self.spool.held_queries)
         self._sweeper = threading.Thread(target=self._sweep_loop, name="spool-sweeper", daemon=True)
