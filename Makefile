@@ -9,8 +9,9 @@ VENV_PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-NATIVE := native/Cargo.toml
-NATIVE_SOURCES := $(NATIVE) native/Cargo.lock $(wildcard native/src/*.rs)
+# One Cargo workspace (Cargo.toml): the data plane (native/) and the example extension
+# (examples/extension_sample/, which the tests build).
+NATIVE_SOURCES := Cargo.toml Cargo.lock native/Cargo.toml $(wildcard native/src/*.rs)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CARGO_TARGET_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/datafusion-distributed/cargo-target
@@ -33,13 +34,13 @@ setup: $(INSTALLED)
 demo: $(INSTALLED)
 	MIMALLOC_PURGE_DECOMMITS=0 $(VENV_PYTHON) examples/demo.py
 
-# the crate's tests build with the release profile, reusing what the package's build compiled
+# the crates' tests build with the release profile, reusing what the package's build compiled
 test: $(INSTALLED)
-	cargo test --quiet --release --locked --manifest-path $(NATIVE)
+	cargo test --quiet --release --locked --workspace
 	$(VENV_PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(INSTALLED)
-	cargo test --quiet --release --locked --manifest-path $(NATIVE)
+	cargo test --quiet --release --locked --workspace
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 # Headless Chromium for the dashboard's browser test: found, or installed from Debian's packages
@@ -55,13 +56,13 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	cargo fmt --check --manifest-path $(NATIVE)
-	cargo clippy --quiet --release --locked --all-features --all-targets --manifest-path $(NATIVE) -- -D warnings
+	cargo fmt --check --all
+	cargo clippy --quiet --release --locked --workspace --all-features --all-targets -- -D warnings
 
 format: $(INSTALLED)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
-	cargo fmt --manifest-path $(NATIVE)
+	cargo fmt --all
 
 # TPC-H, single-node against distributed side by side (see benchmarks/README.md); override
 # e.g. `make bench BENCH_ARGS="--sf 1 --iterations 5 --queries 1,3"`.

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .distributed_planner.config import DistributedConfig
     from .errors import (
         ContextClosed,
+        ExtensionError,
         FeedFailed,
         QueryCancelled,
         QueryFailed,
@@ -48,6 +49,7 @@ _MODULE_OF = {
     "DistributedContext": ".api.context",
     "DistributedDataFrame": ".api.dataframe",
     "ContextClosed": ".errors",
+    "ExtensionError": ".errors",
     "FeedFailed": ".errors",
     "QueryFailed": ".errors",
     "ResultStreamLost": ".errors",
@@ -94,6 +96,7 @@ __all__ = [
     "DnsResolver",
     "EmbeddedCluster",
     "EnvResolver",
+    "ExtensionError",
     "FeedFailed",
     "FlightWorker",
     "LocalCluster",

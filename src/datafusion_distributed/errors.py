@@ -57,6 +57,11 @@ class InvalidSetting(QueryFailed, ValueError):
     names the setting). A ValueError too, as a bad `DistributedConfig` raises."""
 
 
+class ExtensionError(ValueError):
+    """A user extension (see `DistributedContext`'s `extensions`) could not be loaded or
+    installed: the message names it and says why."""
+
+
 class ContextClosed(QueryFailed):
     """A query was started on a DistributedContext after its `close()`: its connections (and
     its embedded cluster) are gone, so a new context is needed."""

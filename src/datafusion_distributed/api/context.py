@@ -29,6 +29,7 @@ from ..execution_plans.stage import DistributedPlan
 from ..metrics.progress import running_in_notebook
 from ..protocol.flight import ClientPool
 from ..protocol.resolver import WorkerResolver
+from ..runtime.extensions import Extension
 from ..runtime.session import SessionBuilder
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
@@ -175,6 +176,14 @@ class DistributedContext:
         progress: show a live progress line while queries run (only on a terminal or in a
             notebook). Default: on in a Jupyter notebook, off elsewhere; each call can say
             otherwise.
+        extensions: what extends DataFusion for this context's queries, installed on `ctx`,
+            on the embedded cluster's workers and on the coordinator's head stage: FFI
+            physical extension codecs, extension bundles, installers (a callable taking a
+            SessionContext and registering functions or providers on it), or importable names
+            `"module:attribute"` of them. Workers started apart take the names (`worker
+            --extension`, `LocalCluster(extensions=...)`); a worker given by URL that lacks a
+            name given here runs no task (queries run on one node, saying so). See
+            docs/extensions.md.
 
     Examples:
         >>> from datafusion import SessionContext
@@ -193,9 +202,12 @@ class DistributedContext:
         session_builder: SessionBuilder | None = None,
         handlers: Sequence[Any] = (),
         progress: bool | None = None,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         shown = running_in_notebook() if progress is None else progress
-        self._engine = Engine(ctx, workers, config, session_builder, HandlerChain(handlers), shown)
+        self._engine = Engine(
+            ctx, workers, config, session_builder, HandlerChain(handlers), shown, extensions
+        )
         self.ctx = self._engine.ctx
         self.session_builder = session_builder
 

@@ -29,6 +29,7 @@ from ..dashboard.history import QueryHistory
 from ..dashboard.progress import ProgressNotifier
 from ..dashboard.server import Dashboard
 from ..dashboard.workers import WorkerStatus
+from ..distributed_planner.boundaries import declare_splittable
 from ..distributed_planner.config import DistributedConfig, QueryPlanConfig
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
@@ -39,6 +40,7 @@ from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..runtime.extensions import Extension, install, splittable_nodes
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..work_unit_feed.service import FeedService
@@ -73,17 +75,24 @@ class Engine:
         session_builder: SessionBuilder | None,
         handlers: HandlerChain,
         progress: bool,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.handlers = handlers
         self.progress = progress
-        self.ctx = ctx if ctx is not None else SessionContext()
+        self.extensions = tuple(extensions)
+        declare_splittable(splittable_nodes(self.extensions))
+        # the user's session, carrying the extensions' codecs too: plans are encoded there
+        self.ctx = install(ctx if ctx is not None else SessionContext(), self.extensions)
         self.config = config or DistributedConfig()
         self.initial_config = self.config  # what RESET distributed.<name> returns to
         self.config_lock = threading.Lock()
         self._cluster: EmbeddedCluster | None = None
         if workers is None:
             self._cluster = EmbeddedCluster(
-                self.config.embedded_workers, session_builder, handlers=self.handlers.user
+                self.config.embedded_workers,
+                session_builder,
+                handlers=self.handlers.user,
+                extensions=self.extensions,
             )
             self.resolver: WorkerResolver = self._cluster
         elif isinstance(workers, WorkerResolver):
@@ -120,10 +129,13 @@ class Engine:
         self._planning_lock = threading.Lock()
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
-        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder))
+        self._head_sessions = TaskSessions(
+            functools.partial(task_session, session_builder, None, self.extensions)
+        )
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
         self._session_hook = session_builder is not None  # it may register stores of its own
         self._data_planes: dict[str, str] = {}  # worker URL -> where it serves streamed exchanges
+        self._worker_extensions: dict[str, frozenset[str]] = {}  # worker URL -> its extensions' names
         self.feeds = FeedService(self.config.feed_host, functools.partial(_feed_middleware, self.clients))
         # what the dashboard, progress callbacks and the distributed.* tables read
         self.history = QueryHistory(self.config.history_length)
@@ -224,7 +236,8 @@ class Engine:
         stages (or keep it on one node when it cannot travel faithfully; see `choose_plan`).
         The config it is planned with is made once, here, and its run reads the same one,
         whatever a SET does meanwhile."""
-        config = self.config.planner(len(self.workers()))
+        workers = self.workers()
+        config = self.config.planner(len(workers))
         stores = self._object_stores
 
         def cut(logical: LogicalPlan) -> DistributedPlan:
@@ -240,7 +253,8 @@ class Engine:
             )
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 
-        plan = choose_plan(df, self.ctx, cut, stores, self._session_hook)
+        lacking = self._lacking_extensions(workers)
+        plan = choose_plan(df, self.ctx, cut, stores, self._session_hook, lacking)
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), config)
 
     def run(self, planned: PlannedQuery, handlers: HandlerChain, sql: str = "") -> QueryRun:
@@ -264,6 +278,28 @@ class Engine:
         if self._worker_check is not None and not planned.plan.is_distributed:
             self._worker_check.start(workers)  # in the background, the first time only
         return QueryRun(planned.plan, workers, services, planned.config, handlers)
+
+    def _lacking_extensions(self, urls: Sequence[str]) -> str:
+        """Which of the context's extensions given by name a worker of `urls` says it lacks
+        (asked once per worker; the embedded cluster's were started with them), as the reason
+        a query must run on one node; "" if none."""
+        named = [e for e in self.extensions if isinstance(e, str)]
+        if not named or self._cluster is not None:
+            return ""
+        for url in urls:
+            if url not in self._worker_extensions:
+                try:
+                    reported = str(self.clients.get(url).health().get("extensions", ""))
+                except Exception:  # unreachable now: its tasks go elsewhere (see the scheduler)
+                    continue
+                self._worker_extensions[url] = frozenset(filter(None, reported.split(",")))
+            missing = [name for name in named if name not in self._worker_extensions[url]]
+            if missing:
+                return (
+                    f"worker {url} was started without the extension {missing[0]!r} this context has: "
+                    f"its tasks could not decode plans that use it (start it with --extension {missing[0]})"
+                )
+        return ""
 
     def _data_plane(self, url: str) -> str:
         """Where worker `url` serves its streamed exchanges: the host the coordinator reaches it

@@ -122,6 +122,8 @@ def run_worker(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise SystemExit(f"error: --cpus: {exc}") from None
     from ..common.tokens import TOKEN_ENV, token_from_env
+    from ..errors import ExtensionError
+    from ..runtime.extensions import load
     from ..worker.flight_worker import FlightWorker
 
     token = args.auth_token or token_from_env()
@@ -135,6 +137,11 @@ def run_worker(args: argparse.Namespace) -> int:
         raise SystemExit("error: --tls-cert and --tls-key go together")
     if args.tls_client_ca is not None and args.tls_cert is None:
         raise SystemExit("error: --tls-client-ca needs the worker to serve TLS (--tls-cert and --tls-key)")
+    for extension in args.extension:
+        try:
+            load(extension)  # before the spool folder is made: a bad one leaves nothing behind
+        except ExtensionError as exc:
+            raise SystemExit(f"error: --extension: {exc}") from None
     spool = args.spool_dir or tempfile.mkdtemp(prefix="datafusion-distributed-worker-")
     worker = FlightWorker(
         spool, host=args.host, port=args.port, session_builder=_load_hook(args.session_hook),
@@ -143,6 +150,7 @@ def run_worker(args: argparse.Namespace) -> int:
         tls_client_ca=args.tls_client_ca,
         spool_quota_bytes=args.spool_quota_bytes, memory_limit_bytes=args.memory_limit_bytes,
         shared_spool_root=args.shared_spool_root, data_plane_port=args.data_plane_port,
+        extensions=args.extension,
     )  # fmt: skip
     if token is None:
         print("warning: this worker accepts calls from anyone who can reach it", file=sys.stderr, flush=True)
@@ -200,6 +208,14 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
     )
     worker.add_argument(
         "--session-hook", help="module:function building the SessionContext the worker's tasks run in"
+    )
+    worker.add_argument(
+        "--extension",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTRIBUTE",
+        help="a user extension installed on the session tasks run in: an FFI codec, an extension bundle or "
+        "an installer function (repeatable; see docs/extensions.md)",
     )
     worker.add_argument("--parent-pid", type=int, default=0, help="exit when this process ends")
     worker.add_argument(

@@ -20,6 +20,7 @@ from collections.abc import Collection, Sequence
 from ..common import exits
 from ..common.cpus import format_cpu_list
 from ..protocol.auth import TOKEN_ENV, check_token, new_token
+from ..runtime.extensions import check_names
 from ..worker.spool import query_files
 
 
@@ -55,6 +56,9 @@ class LocalCluster:
     `worker_cpus` confines each worker to some CPUs from its start (`worker --cpus`, Linux), worker
     `i` to `worker_cpus[i % len(worker_cpus)]`: `[[0], [1]]` runs two workers as two one-core
     machines would run them, DataFusion's thread pool in each sized to its core.
+
+    `extensions` are user extensions by importable name ("module:attribute", see
+    docs/extensions.md), installed on every worker's session (`worker --extension`).
     """
 
     def __init__(
@@ -69,13 +73,16 @@ class LocalCluster:
         hosts: list[str] | tuple[str, ...] | None = None,
         drain_timeout: float = 25.0,
         worker_cpus: Sequence[Collection[int]] | None = None,
+        extensions: Sequence[str] = (),
     ) -> None:
         if n < 1:
             raise ValueError("a local cluster needs at least one worker")
         if hosts is not None and (isinstance(hosts, str) or len(hosts) != n):
             raise ValueError(f"hosts must list one address per worker ({n}), got {hosts!r}")
         self.auth_token = check_token(auth_token) if auth_token is not None else new_token()
+        self.extensions = check_names(extensions, "LocalCluster's workers")
         self.worker_args = [str(a) for a in worker_args]
+        self.worker_args += [arg for name in self.extensions for arg in ("--extension", name)]
         self.worker_cpus = [format_cpu_list(cpus) for cpus in worker_cpus or ()]
         if worker_cpus is not None and (not self.worker_cpus or not all(self.worker_cpus)):
             raise ValueError(f"worker_cpus must give each worker at least one CPU, got {worker_cpus!r}")

@@ -38,6 +38,7 @@ except ImportError as exc:  # the optional extra is missing
 from ..common import exits
 from ..common.allocator import runtime_env_handing_back_lazily
 from ..protocol.auth import check_token, new_token
+from ..runtime.extensions import check_names
 from ..runtime.session import SessionBuilder
 from ..worker.flight_worker import FlightWorker
 
@@ -141,7 +142,8 @@ class RayCluster:
             once its new worker listens); one that does not answer is left out.
         drain_timeout: seconds a worker removed by `scale` has to drain before it stops.
         worker_options: passed to every `FlightWorker` (for example `spool_quota_bytes`,
-            `memory_limit_bytes`, `tls_cert`/`tls_key`).
+            `memory_limit_bytes`, `tls_cert`/`tls_key`, and `extensions`, by importable name
+            only: see docs/extensions.md).
 
     `scale(n)` changes the number of workers while queries run: new actors' workers take the
     tasks of the stages that start once they listen; removed ones are unlisted at once and drained.
@@ -174,6 +176,8 @@ class RayCluster:
             )
         if n is not None and n < 1:
             raise ValueError("a Ray cluster needs at least one worker")
+        if "extensions" in worker_options:  # names, which reach the actors' processes
+            worker_options["extensions"] = check_names(worker_options["extensions"], "Ray workers")
         if "shared_spool_root" in worker_options:
             raise ValueError("Ray workers do not share spools in place: their outputs cross Flight")
         if num_cpus <= 0:

@@ -10,6 +10,7 @@ plan and one task over all inputs computes exactly what single-node DataFusion c
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
@@ -52,6 +53,24 @@ SPLITTABLE_NODES = {
     "UnnestExec",
     "WindowAggExec",
 }
+
+# Nodes of compiled libraries (user extensions) their extension declares splittable likewise
+# (its `splittable_nodes`): a node type is the same in every context of the process.
+_DECLARED_SPLITTABLE: set[str] = set()
+FOREIGN = "FFI_ExecutionPlan"  # how DataFusion shows a node of a compiled library, before its name
+
+
+def declare_splittable(names: Iterable[str]) -> None:
+    """Let stages holding nodes named `names` (of a compiled library, each computing over a
+    share of its input partitions a share of its output) be split across tasks."""
+    _DECLARED_SPLITTABLE.update(names)
+
+
+def node_type(node: PlanNode) -> str:
+    """`node`'s type: its name, or for a node of a compiled library the name it gives itself."""
+    if node.name == FOREIGN:
+        return node.line.split(":", 1)[-1].split(",", 1)[0].strip()
+    return node.name
 
 
 def boundary_kind(node: PlanNode) -> BoundaryKind | None:
@@ -172,6 +191,6 @@ def split_hazard(node: PlanNode, is_plan_root: bool = False) -> str | None:
         return "InterleaveExec keeps the hash repartitions below it in its stage, which must see all rows"
     if node.name == "RepartitionExec" and "preserve_order=true" in node.line:
         return "an order-preserving hash repartition must see all of its input"
-    if node.name not in SPLITTABLE_NODES:
-        return f"{node.name} is not known to be safe to split across tasks"
+    if node.name not in SPLITTABLE_NODES and node_type(node) not in _DECLARED_SPLITTABLE:
+        return f"{node_type(node)} is not known to be safe to split across tasks"
     return None

@@ -103,15 +103,23 @@ def lost_type(logical_plan_text: str) -> str | None:
     return None
 
 
-def unserialisable(plan: ExecutionPlan) -> str:
-    """Why DataFusion cannot serialise `plan`: its deepest node that has no serialised form."""
+def unserialisable(plan: ExecutionPlan, codecs: SessionContext | None = None) -> str:
+    """Why DataFusion cannot serialise `plan` (with the extension codecs of `codecs`): its
+    deepest node that has no serialised form."""
     for child in plan.children():
         try:
-            child.to_bytes()
+            child.to_bytes() if codecs is None else child.to_bytes(codecs)
         except Exception:  # DataFusion raises plain Exception
-            return unserialisable(child)
+            return unserialisable(child, codecs)
     line = plan.display().split("\n", 1)[0]
     node = line.split(":", 1)[0].strip()
+    if node == "FFI_ExecutionPlan":  # a compiled library's node: its codec is not installed
+        name = line.split(":", 1)[1].split(",", 1)[0].strip()
+        return (
+            f"{name}, a node of a compiled library, has no serialised form without its codec: give "
+            "DistributedContext the library's FFI physical extension codec (extensions=[...], see "
+            "docs/extensions.md)"
+        )
     if node == "DataSinkExec" and "sink=MemoryTable" in line:
         return (
             "DataSinkExec inserts into a memory table, which lives in the coordinator and has no "
@@ -174,6 +182,8 @@ def _comparable(display: str) -> list[str]:
 # How DataFusion says a plan names a function the decoding session cannot rebuild: a compiled
 # (FFI) function registered on the user's context, which travels by name only.
 _NEEDS_CODEC = re.compile(r"PhysicalExtensionCodec is not provided for (?P<what>.+)$")
+# How the wheel says a node was written by a codec the decoding session does not have.
+_CODEC_MISSING = re.compile(r"encoded by extension codec '(?P<id>[^']+)', which is not installed")
 
 
 def round_trip_difference(
@@ -191,9 +201,18 @@ def round_trip_difference(
         needs_codec = _NEEDS_CODEC.search(message)
         if needs_codec is not None:
             return (
-                f"{needs_codec['what']} is registered on this context only (a compiled function, "
-                "which travels by name): workers cannot rebuild it. Register it on the workers "
-                "too, with a session_builder given to DistributedContext and to the workers"
+                f"{needs_codec['what']} is registered on this context only (a compiled function or "
+                "node, which travels by name or through a codec): workers cannot rebuild it. Install "
+                "it where tasks run: give DistributedContext an installer or codec that registers it "
+                "(extensions=['module:function']) and start workers with --extension module:function "
+                "(see docs/extensions.md)"
+            )
+        codec_missing = _CODEC_MISSING.search(message)
+        if codec_missing is not None:
+            return (
+                f"the plan holds a node of the extension codec {codec_missing['id']!r}, installed on "
+                "this context only: workers cannot decode it. Give DistributedContext that codec "
+                "(extensions=[...]) and start workers with --extension (see docs/extensions.md)"
             )
         if worker_session is not None:
             return round_trip_difference(plan, raw, session)

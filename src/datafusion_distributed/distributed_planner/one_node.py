@@ -115,11 +115,13 @@ def choose_plan(
     cut: Callable[[LogicalPlan], DistributedPlan],
     stores: ObjectStores,
     session_hook: bool = False,
+    workers_unfit: str = "",
 ) -> DistributedPlan:
     """The plan `df` (a DataFrame of the user's context `ctx`) runs as: `cut(logical plan)`, the
     plan cut into stages, unless the query must stay on one node; then DataFusion's own plan
     of it in `ctx`, with the reason. `stores` travel with the tasks; `session_hook`: the
-    sessions tasks run in are built by the user's hook, which may register other stores."""
+    sessions tasks run in are built by the user's hook, which may register other stores;
+    `workers_unfit`: why the workers cannot decode task plans ("" if they can)."""
     logical = df.logical_plan()
     try:
         if acts_when_planned(logical):
@@ -130,7 +132,7 @@ def choose_plan(
             plan = cut(logical)
             from_bytes = bool(not plan.in_memory or plan.feeds)  # run in sessions other than `ctx`
             here = unstaged_write(plan, stores) or (
-                unreachable_store(plan, stores, session_hook) if from_bytes else ""
+                (workers_unfit or unreachable_store(plan, stores, session_hook)) if from_bytes else ""
             )
             if here:
                 plan = single_node_plan(df.execution_plan(), ctx, here)

@@ -81,10 +81,11 @@ def plan_query(
     travel faithfully as bytes to workers decoding it in sessions like `worker_session` (see
     `fidelity`; `logical_plan_text` is the query's logical plan with its schemas). Either way
     the result keeps the in-memory plan, which a plan of one task runs from."""
+    codecs = session if session.physical_extension_codec_ids() else None  # the user's extensions'
     try:
-        root = PlanNode.from_plan(plan)
+        root = PlanNode.from_plan(plan, ctx=codecs)
     except Exception:  # DataFusion raises plain Exception
-        return _kept_on_one_node(plan, session, unserialisable(plan))
+        return _kept_on_one_node(plan, session, unserialisable(plan, codecs))
     stages = plan_stages(root, config, handlers)  # passes 1 to 5
     # 6. check that the stages' bytes decode, in a worker's session, to the plan they came from
     if stages.is_distributed:

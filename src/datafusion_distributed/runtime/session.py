@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext
+
+from .extensions import Extension, install
 
 # Settings every task needs whatever the user's hook does: exchange inputs are read one file
 # group per partition, and DataFusion's work stealing would move files between partitions.
@@ -35,15 +37,22 @@ def memory_limited_runtime(memory_limit_bytes: int) -> RuntimeEnvBuilder:
 
 
 def task_session(
-    builder: SessionBuilder | None = None, memory_limit_bytes: int | None = None
+    builder: SessionBuilder | None = None,
+    memory_limit_bytes: int | None = None,
+    extensions: Sequence[Extension] = (),
 ) -> SessionContext:
-    """A SessionContext for running task plans, built by the user's hook if given.
+    """A SessionContext for running task plans, built by the user's hook if given, with the
+    user's `extensions` installed (see `runtime.extensions`).
 
     The hook receives a SessionConfig with the required settings already applied and returns
     the SessionContext to use (register object stores, UDFs or more config there). With a
     memory limit the hook must accept a `runtime` keyword (a RuntimeEnvBuilder) and pass it on:
     `SessionContext(config, runtime)`.
     """
+    return install(_built_session(builder, memory_limit_bytes), extensions)
+
+
+def _built_session(builder: SessionBuilder | None, memory_limit_bytes: int | None) -> SessionContext:
     config = SessionConfig()
     for key, value in REQUIRED_SETTINGS.items():
         config = config.set(key, value)

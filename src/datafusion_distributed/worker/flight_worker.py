@@ -38,6 +38,7 @@ from ..protocol.messages import (
     encode,
 )
 from ..runtime import streams
+from ..runtime.extensions import Extension, extension_name, load
 from ..runtime.outputs import write_partition_file
 from ..runtime.session import SessionBuilder, accepts_runtime, task_session
 from ..runtime.session_settings import TaskSessions
@@ -78,6 +79,9 @@ class FlightWorker(flight.FlightServerBase):
             included): their outputs are read from disk where they are instead of fetched.
         data_plane_port: the port its streamed exchanges are served on (0: a free one), when
             it serves them (not with TLS, a memory limit, a session hook or plan rewrites).
+        extensions: user extensions installed on the session tasks run in (codecs, extension
+            bundles, installers, or their importable names; see docs/extensions.md), loaded at
+            once so that a bad one fails here; their names are reported by `health`.
     """
 
     def __init__(
@@ -100,7 +104,10 @@ class FlightWorker(flight.FlightServerBase):
         handlers: Sequence[Any] | None = None,
         shared_spool_root: str | None = None,
         data_plane_port: int = 0,
+        extensions: Sequence[Extension] = (),
     ) -> None:
+        for extension in extensions:
+            load(extension)  # ExtensionError now, naming it, rather than at the first task
         auth_token = auth_token or token_from_env()
         if auth_token is None and not insecure_no_auth:
             raise ValueError(
@@ -130,6 +137,7 @@ class FlightWorker(flight.FlightServerBase):
         self.host = host
         self.url = f"{scheme}://{host}:{self.port}"
         self.authenticated = auth_token is not None
+        self.extensions = tuple(extension_name(e) for e in extensions)
         self.memory_limit_bytes = memory_limit_bytes
         self.spool = Spool(spool_dir, spool_ttl, spool_quota_bytes)
         self._cancelled = Cancellations(spool_ttl)
@@ -150,7 +158,7 @@ class FlightWorker(flight.FlightServerBase):
             self.url,
             self.spool,
             self._cancelled,
-            TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes)),
+            TaskSessions(functools.partial(task_session, session_builder, memory_limit_bytes, extensions)),
             handler_chain,  # plan rewrites (see events)
             self._clients,
             (self.spool.root,) + ((shared_spool_root,) if shared_spool_root else ()),
@@ -330,7 +338,8 @@ class FlightWorker(flight.FlightServerBase):
         copied out as stored (`read_output`), `served_stream_bytes` of Arrow data (`do_get`);
         its drain `state` ("serving", "draining" or "drained"); and its load now:
         `running_tasks`, `held_queries` (queries whose outputs it holds), `spool_bytes` (outputs
-        and fetched inputs of its queries), `memory_bytes` (its process's resident memory) and `pid`."""
+        and fetched inputs of its queries), `memory_bytes` (its process's resident memory) and `pid`;
+        `extensions`, the names of its user extensions, comma-separated."""
         return {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
@@ -343,6 +352,7 @@ class FlightWorker(flight.FlightServerBase):
             "memory_bytes": resident_bytes(),
             "pid": os.getpid(),  # the dashboard tells workers in its own process by it
             "data_plane_port": self.data_plane_port,  # where its streamed exchanges are served, 0: none
+            "extensions": ",".join(self.extensions),
         }
 
     # -- drain ---------------------------------------------------------------------------
