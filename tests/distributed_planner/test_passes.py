@@ -91,3 +91,50 @@ def test_build_stages_writes_producers_first_and_marks_where_the_consumer_reads_
     assert [inp.producer for inp in consumer.inputs] == [0]
     assert input_marker(0) in consumer.plan
     assert len(producer.tasks) == 2 and len(consumer.tasks) == 2
+
+
+# a union of one-file scans (as a Delta table's): each scan has one partition
+UNION = (
+    "SELECT k, count(*) AS n FROM (SELECT k FROM t0 UNION ALL SELECT k FROM t1 WHERE v > 3 "
+    "UNION ALL SELECT k FROM t0) GROUP BY k"
+)
+
+
+def _union_root(folder: str, config: QueryPlanConfig) -> PlanNode:
+    def register(ctx) -> None:
+        for part in range(2):
+            ctx.register_parquet(f"t{part}", f"{folder}/{part}.parquet")
+
+    ctx = planning_context(config, register)
+    return PlanNode.from_plan(ctx.sql(UNION).execution_plan())
+
+
+def test_the_one_partition_scans_of_a_union_are_shared_out_together(folder):
+    config = _config(2)
+    final = _cut(_union_root(folder, config), config)
+    assign_task_counts(final, config, HandlerChain())
+    producer = final.edges[0].fragment
+    assert len(producer.scans) == 3 and producer.tasks == 2, producer.reason
+    built = Built(first_table=count_stages(final))
+    build_stages(final, built)
+    stage = built.stages[0]
+    read = [scan for task in stage.tasks for scan, (_, groups) in enumerate(task.scans) if groups]
+    # each scan's one partition is read by exactly one task, and each task reads one
+    assert sorted(read) == [0, 1, 2]
+    assert all(any(groups for _, groups in task.scans) for task in stage.tasks)
+
+
+def test_scans_of_a_union_below_an_aggregate_keep_the_per_scan_rule(folder):
+    config = _config(2)
+    sql = "SELECT * FROM (SELECT count(*) AS n FROM t0) UNION ALL (SELECT count(*) AS n FROM t1)"
+    ctx = planning_context(
+        config, lambda c: [c.register_parquet(f"t{p}", f"{folder}/{p}.parquet") for p in range(2)]
+    )
+    final = _cut(PlanNode.from_plan(ctx.sql(sql).execution_plan()), config)
+
+    def walk(fragment):
+        yield fragment
+        for edge in fragment.edges:
+            yield from walk(edge.fragment)
+
+    assert all(not f.union_scans for f in walk(final))  # an aggregate sits between union and scan

@@ -9,7 +9,8 @@ import functools
 import inspect
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyarrow as pa
@@ -34,7 +35,9 @@ from ..runtime.session import SessionBuilder
 from ..work_unit_feed.feed import Provider, Reader, WorkUnitFeed
 from ..work_unit_feed.service import FeedService
 from .dataframe import DistributedDataFrame, made_on
+from .delta import DeltaRegistration, load_delta, register_delta
 from .engine import Engine
+from .iceberg import IcebergRegistration, load_iceberg, register_iceberg
 from .settings import check_changeable, setting_rows, with_setting
 from .settings_statements import PREFIX, SetSetting, SettingsStatement, ShowSettings, parse_settings_statement
 
@@ -422,6 +425,58 @@ class DistributedContext:
             {'one': [1]}
         """
         return self.ctx.register_view(name, df.df if isinstance(df, DistributedDataFrame) else df)
+
+    def register_delta(
+        self,
+        name: str,
+        table: Any,
+        version: int | str | datetime | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> DeltaRegistration:
+        """Register a Delta Lake table as `name`, read at one snapshot with its scan split
+        across tasks (needs the `[delta]` extra; see docs/lakehouse.md).
+
+        Args:
+            table: the table's URI or path, or a `deltalake.DeltaTable`.
+            version: the snapshot: a version number, a timestamp (a datetime or an ISO 8601
+                string: the version then current), or None for the latest.
+            storage_options: deltalake's options for the table's object store.
+
+        Returns:
+            The version registered, its number of live files, and why it is read on one node
+            ("" when it is not: a table with deletion vectors is read by deltalake itself).
+        """
+        try:
+            snapshot = load_delta(table, version, storage_options)
+        except ImportError:
+            raise
+        except Exception as exc:  # deltalake's errors: no table there, no such version
+            raise QueryFailed(f"Delta table {table!s}: {exc}") from exc
+        return register_delta(self.ctx, name, snapshot)
+
+    def register_iceberg(
+        self, name: str, table: Any, snapshot_id: int | None = None, catalog: Any = None
+    ) -> IcebergRegistration:
+        """Register an Apache Iceberg table as `name`, read at one snapshot with its scan split
+        across tasks (needs the `[iceberg]` extra; see docs/lakehouse.md).
+
+        Args:
+            table: a pyiceberg `Table`, or its identifier ("namespace.table") in `catalog`.
+            snapshot_id: the snapshot to read; None for the table's current one.
+            catalog: the pyiceberg catalog a table given by identifier is loaded from.
+
+        Returns:
+            The snapshot registered, its number of data files, and why it was read into
+            memory by pyiceberg ("" when its scan is distributed: a snapshot with delete files
+            is read so).
+        """
+        try:
+            loaded = load_iceberg(table, catalog)
+            return register_iceberg(self.ctx, name, loaded, snapshot_id)
+        except (ImportError, ValueError):
+            raise
+        except Exception as exc:  # pyiceberg's errors: no such table or snapshot
+            raise QueryFailed(f"Iceberg table {table!s}: {exc}") from exc
 
     def register_feed(
         self,

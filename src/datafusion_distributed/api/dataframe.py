@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
@@ -25,8 +25,10 @@ from datafusion.dataframe_formatter import get_formatter
 from ..coordinator.scheduler import QueryRun
 from ..errors import QueryFailed, said_all
 from ..metrics.analyze import check_explain_format, render_explain
+from .delta import write_delta
 from .display import Preview, render_error, render_html, render_text
 from .engine import Engine, PlannedQuery
+from .iceberg import load_iceberg, write_iceberg
 from .write_statements import (
     copy_statement,
     insert_statement,
@@ -225,6 +227,63 @@ class DistributedDataFrame:
                 pass
         finally:
             self._engine.ctx.deregister_table(view)
+
+    def write_delta(
+        self,
+        table_uri: str | os.PathLike[str],
+        mode: str = "append",
+        *,
+        partition_by: Sequence[str] | str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> int:
+        """Write the result to the Delta table `table_uri` as one commit, each task writing its
+        share of the Parquet files; returns the table's version once committed (see
+        docs/lakehouse.md).
+
+        Args:
+            mode: "append" (add the rows) or "overwrite" (replace the table's rows).
+            partition_by: the table's partition columns: those of a new table; an existing
+                table's, if given.
+            storage_options: deltalake's options for the table's store.
+
+        Raises:
+            QueryFailed: the write failed, or deltalake refused the commit (a concurrent commit
+                that conflicts, a schema the table does not take): nothing was committed.
+        """
+        options = {"format.compression": parquet_compression(Compression.ZSTD, None)}
+        return write_delta(
+            lambda folder, partitions: self._copy_to(folder, "PARQUET", options, partitions or None),
+            self.schema(),
+            os.fspath(table_uri),
+            mode,
+            partition_by,
+            storage_options,
+        )
+
+    def write_iceberg(self, table: Any, mode: str = "append", *, catalog: Any = None) -> int | None:
+        """Write the result into an Apache Iceberg table as one commit, each task writing its
+        share of the Parquet files; returns the table's snapshot id once committed (see
+        docs/lakehouse.md).
+
+        Args:
+            table: a pyiceberg `Table` (the commit is made against its snapshot as loaded), or
+                its identifier in `catalog`.
+            mode: "append" (add the rows) or "overwrite" (replace the table's rows).
+
+        Raises:
+            QueryFailed: the write failed, or pyiceberg refused the commit (a concurrent commit,
+                files whose schema the table does not take): nothing was committed.
+        """
+        options = {
+            "format.compression": parquet_compression(Compression.ZSTD, None),
+            # pyiceberg reads a file's partition values from its columns' statistics
+            "execution.keep_partition_by_columns": "true",
+        }
+        return write_iceberg(
+            lambda folder, partitions: self._copy_to(folder, "PARQUET", options, partitions or None),
+            load_iceberg(table, catalog),
+            mode,
+        )
 
     def _copy_to(
         self,

@@ -24,7 +24,7 @@ from ..execution_plans.stage import (
 )
 from .boundaries import splits_write
 from .broadcast import broadcast_join
-from .fragments import Edge, Fragment, cut_edges, stage_leaves
+from .fragments import Edge, Fragment, cut_edges, split_union_scans, stage_leaves
 from .rounds import runs_in_rounds
 from .skew import skew_inputs
 
@@ -210,13 +210,21 @@ _ScanShares = tuple[PlanNode, list, str, list[list[int]]]  # scan, file groups, 
 def _scan_shares(fragment: Fragment) -> list[_ScanShares]:
     """Each scan's file groups, kind and the groups each task reads, decoded once for all the
     stage's tasks."""
+    together = {id(scan): scan for scan in split_union_scans(fragment)} if fragment.tasks > 1 else {}
+    groups_of = {id(scan): file_groups(scan.raw) for scan, _ in stage_leaves(fragment, "scans")}
+    # the scans shared out together: their partitions, in order, chunked as one list
+    listed = [(i, g) for i in together for g in range(len(groups_of[i]))]
+    chunks = [[listed[j] for j in chunk] for chunk in _chunks(len(listed), fragment.tasks)]
     scans = []
     for scan, whole in stage_leaves(fragment, "scans"):
-        groups = file_groups(scan.raw)
+        groups = groups_of[id(scan)]
         every = list(range(len(groups)))
-        shares = (
-            [every] * fragment.tasks if whole or fragment.tasks == 1 else _chunks(len(groups), fragment.tasks)
-        )
+        if id(scan) in together:
+            shares = [[g for i, g in chunk if i == id(scan)] for chunk in chunks]
+        elif whole or fragment.tasks == 1:
+            shares = [every] * fragment.tasks
+        else:
+            shares = _chunks(len(groups), fragment.tasks)
         scans.append((scan, groups, scan_kind(scan.raw) or "", shares))  # collected as a scan: it has a kind
     return scans
 

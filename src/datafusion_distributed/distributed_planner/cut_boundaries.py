@@ -10,7 +10,7 @@ from ..codec.memory import MemoryScan, memory_scan
 from ..execution_plans.plan_node import PlanNode, whole_children
 from ..execution_plans.stage import BoundaryKind
 from .boundaries import boundary_kind, ordering_from_below, rebuilds_alone, split_hazard, splits_write
-from .fragments import Edge, Fragment
+from .fragments import Edge, Fragment, row_by_row
 
 
 def _shipped(node: PlanNode, ship_above: int | None) -> MemoryScan | None:
@@ -35,11 +35,13 @@ def collect_fragments(
     path: tuple[int, ...] = (),
     ship_above: int | None = None,
     under_write: bool = False,
+    under_union: bool = False,
 ) -> None:
     """Add what `node`, in `fragment`'s subtree, holds to `fragment`: scans, feeds, hazards
     that keep it whole, and an edge to a new fragment at each boundary (collected in turn).
     The flags carry what the nodes above decided: `whole` (every task reads all of it),
-    `keep_shuffles`, `uses_subquery`, `kept_by` and `under_write` (exchanges that must stay)."""
+    `keep_shuffles`, `uses_subquery`, `kept_by` and `under_write` (exchanges that must stay),
+    `under_union` (row by row below a union: its scans' partitions may be shared out together)."""
     table = _shipped(node, ship_above)
     if table is not None:
         shipped = Fragment(root=node, kind=BoundaryKind.MEMORY, table=table, path=path)
@@ -73,6 +75,8 @@ def collect_fragments(
         return
     if scan_kind(node.raw) is not None:
         fragment.scans.append((node, whole))
+        if under_union:
+            fragment.union_scans.add(id(node))
         return
     if not node.children and not whole:
         fragment.hazards.append(f"{node.line.split(',')[0]} is a source that cannot be split")
@@ -96,4 +100,5 @@ def collect_fragments(
             path=(*path, i),
             ship_above=ship_above,
             under_write=splits_write(node, is_plan_root=not path),
+            under_union=node.name == "UnionExec" or (under_union and row_by_row(node)),
         )

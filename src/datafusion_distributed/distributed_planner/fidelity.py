@@ -105,16 +105,25 @@ def lost_type(logical_plan_text: str) -> str | None:
 
 def unserialisable(plan: ExecutionPlan, codecs: SessionContext | None = None) -> str:
     """Why DataFusion cannot serialise `plan` (with the extension codecs of `codecs`): its
-    deepest node that has no serialised form."""
-    for child in plan.children():
-        try:
-            child.to_bytes() if codecs is None else child.to_bytes(codecs)
-        except Exception:  # DataFusion raises plain Exception
-            return unserialisable(child, codecs)
+    deepest node that has no serialised form, or the topmost of a compiled library (whose
+    children are its own)."""
     line = plan.display().split("\n", 1)[0]
     node = line.split(":", 1)[0].strip()
-    if node == "FFI_ExecutionPlan":  # a compiled library's node: its codec is not installed
+    if node != "FFI_ExecutionPlan":
+        for child in plan.children():
+            try:
+                child.to_bytes() if codecs is None else child.to_bytes(codecs)
+            except Exception:  # DataFusion raises plain Exception
+                return unserialisable(child, codecs)
+    else:  # a compiled library's node: its codec is not installed
         name = line.split(":", 1)[1].split(",", 1)[0].strip()
+        if name == "DeltaScanExec":
+            return (
+                "a Delta table read by deltalake's own table provider (DeltaScanExec) runs on one "
+                "node: register it with DistributedContext.register_delta to split its scan across "
+                "tasks (which reads it so too while its files have deletion vectors, which only "
+                "deltalake applies; see docs/lakehouse.md)"
+            )
         return (
             f"{name}, a node of a compiled library, has no serialised form without its codec: give "
             "DistributedContext the library's FFI physical extension codec (extensions=[...], see "

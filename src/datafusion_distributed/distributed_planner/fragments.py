@@ -38,6 +38,30 @@ class Fragment:
     stage_id: int = -1
     table: MemoryScan | None = None  # a memory table the coordinator ships: no stage of its own
     path: tuple[int, ...] = ()  # child indices from the plan's root to `root`
+    union_scans: set[int] = field(default_factory=set)  # ids of its scans below a union, row by row
+
+
+# Nodes that compute each output row from one input row: between a union and a scan they
+# keep the scan's partitions independent of each other (a round-robin repartition only moves
+# batches between the partitions of one task).
+ROW_BY_ROW = {"ProjectionExec", "FilterExec", "CoalesceBatchesExec", "CooperativeExec"}
+
+
+def row_by_row(node: PlanNode) -> bool:
+    """Whether `node` computes each output row from one input row (see ROW_BY_ROW)."""
+    return node.name in ROW_BY_ROW or (node.name == "RepartitionExec" and "RoundRobinBatch(" in node.line)
+
+
+def split_union_scans(fragment: Fragment) -> list[PlanNode]:
+    """The scans whose partitions the fragment's tasks share out together, as one list: its
+    split scans when there are several, all below a union through row-by-row nodes only, and
+    it splits nothing else (a union of per-file scans, as a Delta table's). Each partition is
+    still read by exactly one task; a task may read none of one scan. [] otherwise."""
+    split = [scan for scan, whole in fragment.scans if not whole]
+    others = any(not e.whole for e in fragment.edges) or any(not whole for _, whole in fragment.feeds)
+    if len(split) < 2 or others or not all(id(scan) in fragment.union_scans for scan in split):
+        return []
+    return split
 
 
 def edge_units(edge: Edge) -> int:

@@ -1,0 +1,219 @@
+"""Delta Lake tables read distributed: the live files of one snapshot, from the table's own log.
+
+`deltalake` (the `[delta]` extra) reads the table's log at a version: its schema, partition
+columns, column mapping and the live data files with their partition values. Each live file
+becomes one Parquet scan of DataFusion's, read with the table's schema (a column a file lacks,
+added later, reads as nulls) and renamed from its physical name (column mapping), its
+partition values added as literals; the scans are joined by UNION ALL into the view the table
+is registered as. So only the snapshot's files are read, a filter on a partition column prunes
+files while the query is planned (a scan whose literal fails the filter is dropped), and the
+scans split across tasks like any others.
+
+What this scan cannot apply keeps the table on deltalake's own provider, which DataFusion runs
+on one node with a note: deletion vectors (rows deleted without rewriting their file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datafusion import DataFrame, SessionContext, lit
+
+from ..errors import QueryFailed
+from .table_files import column, register_union
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how a hive-style folder names a null value
+WRITE_MODES = ("append", "overwrite")
+DELETION_VECTORS = "deletionVectors"
+
+
+@dataclass(frozen=True)
+class DeltaRegistration:
+    """What `register_delta` registered: the table's `version`, its live `files`, and `reason`,
+    why it is read by deltalake's own provider on one node ("" when its scan is distributed)."""
+
+    version: int
+    files: int
+    reason: str = ""
+
+
+def _deltalake() -> Any:
+    try:
+        import deltalake
+    except ImportError:
+        raise ImportError(
+            "Delta tables need the deltalake package: pip install 'datafusion-distributed[delta]'"
+        ) from None
+    return deltalake
+
+
+def load_delta(
+    table: Any, version: int | str | datetime | None, storage_options: Mapping[str, str] | None
+) -> Any:
+    """A `deltalake.DeltaTable` at `version` (a version number, a timestamp, or None: the
+    latest): `table` itself when it is one and no version is asked, else opened anew."""
+    DeltaTable = _deltalake().DeltaTable
+    options = dict(storage_options) if storage_options else None
+    if isinstance(table, DeltaTable):
+        if version is None:
+            return table
+        table = DeltaTable(table.table_uri, storage_options=options)  # leave the caller's at its version
+    else:
+        table = DeltaTable(os.fspath(table), storage_options=options)
+    if version is not None:
+        table.load_as_version(version)
+    return table
+
+
+def _deletion_vectors(dt: Any) -> bool:
+    """Whether any live file of `dt` has rows deleted by a deletion vector."""
+    features = dt.protocol().reader_features or []
+    if DELETION_VECTORS not in features:
+        return False
+    return pa.table(dt.deletion_vectors()).num_rows > 0
+
+
+def _file_path(table_uri: str, relative: str) -> str:
+    """Where a file of the log is, as DataFusion reads it: a local path for a local table."""
+    if "://" in relative:
+        return relative
+    parsed = urlparse(table_uri)
+    if parsed.scheme in ("", "file"):
+        root = unquote(parsed.path) if parsed.scheme else table_uri
+        return os.path.join(root, unquote(relative))
+    return table_uri.rstrip("/") + "/" + relative
+
+
+def register_delta(ctx: SessionContext, name: str, dt: Any) -> DeltaRegistration:
+    """Register the snapshot `dt` (a loaded `deltalake.DeltaTable`) on `ctx` as `name`."""
+    version = dt.version()
+    if _deletion_vectors(dt):
+        ctx.register_table(name, dt)
+        return DeltaRegistration(
+            version, len(dt.file_uris()), "its files have deletion vectors, which only deltalake applies"
+        )
+    schema = pa.schema(dt.schema().to_arrow())
+    partitions = set(dt.metadata().partition_columns)
+    physical = {
+        f.name: (f.metadata or {}).get(PHYSICAL_NAME.encode(), f.name.encode()).decode() for f in schema
+    }
+    # what each file holds: the table's other columns, under their physical names
+    file_schema = pa.schema(
+        [f.with_name(physical[f.name]).remove_metadata() for f in schema if f.name not in partitions]
+    )
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    scans = [
+        _file_scan(ctx, dt.table_uri, action, schema, file_schema, physical, partitions) for action in actions
+    ]
+    register_union(ctx, name, scans, schema)
+    return DeltaRegistration(version, len(actions))
+
+
+def _file_scan(
+    ctx: SessionContext,
+    table_uri: str,
+    action: dict[str, Any],
+    schema: pa.Schema,
+    file_schema: pa.Schema,
+    physical: dict[str, str],
+    partitions: set[str],
+) -> DataFrame:
+    """One live file as a DataFrame of the table's columns, in the table's order."""
+    scan = ctx.read_parquet(_file_path(table_uri, action["path"]), schema=file_schema)
+    columns = []
+    for field in schema:
+        if field.name in partitions:
+            value = action.get(f"partition.{field.name}")
+            columns.append(lit(pa.scalar(value, type=field.type)).alias(field.name))
+        else:
+            columns.append(column(physical[field.name]).alias(field.name))
+    return scan.select(*columns)
+
+
+def _local_root(table_uri: str) -> str:
+    """The folder of a local table's URI or path.
+
+    Raises:
+        ValueError: the table is not on this machine's file system.
+    """
+    parsed = urlparse(os.fspath(table_uri))
+    if parsed.scheme in ("", "file"):
+        return os.path.abspath(unquote(parsed.path) if parsed.scheme else os.fspath(table_uri))
+    raise ValueError(f"write_delta writes local tables only, not {table_uri}")
+
+
+def _add_actions(root: str, folder: str, partitions: Sequence[str]) -> list[Any]:
+    """An AddAction for each Parquet file under `folder` (in `root`), its partition values read
+    from its hive-style folders (`col=value/`), its row count from its footer."""
+    add_action = _deltalake().transaction.AddAction
+    actions = []
+    for where, _, names in os.walk(folder):
+        for name in sorted(n for n in names if n.endswith(".parquet")):
+            path = os.path.join(where, name)
+            values: dict[str, str | None] = dict.fromkeys(partitions)
+            for part in os.path.relpath(where, folder).split(os.sep):
+                key, equals, value = part.partition("=")
+                if equals and key in values:
+                    # DataFusion names a null value's folder `col=`; Delta keeps an empty
+                    # string of a partition column as null too
+                    values[key] = None if value in ("", NULL_PARTITION) else unquote(value)
+            stats = json.dumps({"numRecords": pq.read_metadata(path).num_rows})
+            mtime = int(os.path.getmtime(path) * 1000)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            actions.append(add_action(relative, os.path.getsize(path), values, mtime, True, stats))
+    return actions
+
+
+def write_delta(
+    write_files: Callable[[str, list[str]], None],
+    schema: pa.Schema,
+    table_uri: str,
+    mode: str,
+    partition_by: Sequence[str] | str | None,
+    storage_options: Mapping[str, str] | None,
+) -> int:
+    """Write a frame of `schema` to the Delta table at `table_uri` (made if missing) as one
+    commit, and return the table's version once committed: `write_files(folder, partition columns)` writes
+    the frame's Parquet files into a new folder of the table, in parallel; then the table's log
+    gets one commit adding them (`mode` "append"), or replacing the table's files with them
+    ("overwrite"), made by deltalake against the version read before the files were written,
+    so a concurrent commit that conflicts is refused, not overwritten. A write or commit that
+    fails leaves no commit and deletes the files it wrote."""
+    if mode not in WRITE_MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, WRITE_MODES))}, not {mode!r}")
+    deltalake = _deltalake()
+    root = _local_root(table_uri)
+    options = dict(storage_options) if storage_options else None
+    asked = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+    try:
+        table = deltalake.DeltaTable(root, storage_options=options)
+    except deltalake.exceptions.TableNotFoundError:
+        table = None
+    partitions = list(table.metadata().partition_columns) if table is not None else asked
+    if partition_by is not None and asked != partitions:
+        raise ValueError(f"the Delta table {table_uri} is partitioned by {partitions}, not {asked}")
+    folder = os.path.join(root, f"distributed-write-{uuid.uuid4().hex}")
+    write_files(folder, partitions)
+    try:
+        actions = _add_actions(root, folder, partitions)
+        if table is None:
+            table = deltalake.DeltaTable.create(
+                root, schema=schema, partition_by=partitions or None, storage_options=options
+            )
+        table.create_write_transaction(actions, mode, schema, partitions or None)
+    except Exception as exc:  # deltalake's errors: a conflicting commit, a schema the table refuses
+        shutil.rmtree(folder, ignore_errors=True)
+        raise QueryFailed(f"Delta table {table_uri}: the write was not committed: {exc}") from exc
+    table.update_incremental()
+    return int(table.version())

@@ -1,0 +1,180 @@
+"""Apache Iceberg tables read distributed: the data files of one snapshot, planned by pyiceberg.
+
+`pyiceberg` (the `[iceberg]` extra) plans a scan of the table at a snapshot: its schema then,
+and the data files with their partition values. Each file becomes one Parquet scan of
+DataFusion's, its columns matched to the table's by Iceberg field id (so a renamed column is
+read under its old name in older files, a column added later reads as nulls, a promoted type
+is cast), an identity partition's column taken from the file's partition value as a literal
+(a filter on it then drops whole files while the query is planned). The scans are joined by
+UNION ALL into the view the table is registered as (see `table_files`).
+
+A snapshot with delete files (merge-on-read deletes, which pyiceberg applies) is read by
+pyiceberg into memory in the coordinator instead, with the registration saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datafusion import DataFrame, SessionContext, lit
+
+from ..errors import QueryFailed
+from .table_files import column, register_union
+
+FIELD_ID = b"PARQUET:field_id"
+
+
+@dataclass(frozen=True)
+class IcebergRegistration:
+    """What `register_iceberg` registered: the table's `snapshot_id` (None: a table without
+    snapshots), its data `files`, and `reason`, why it was read into memory by pyiceberg (""
+    when its scan is distributed)."""
+
+    snapshot_id: int | None
+    files: int
+    reason: str = ""
+
+
+def load_iceberg(table: Any, catalog: Any = None) -> Any:
+    """A pyiceberg `Table`: `table` itself, or the table named `table` in `catalog`."""
+    try:
+        from pyiceberg.table import Table
+    except ImportError:
+        raise ImportError(
+            "Iceberg tables need pyiceberg: pip install 'datafusion-distributed[iceberg]'"
+        ) from None
+    if isinstance(table, Table):
+        return table
+    if catalog is None:
+        raise ValueError("an Iceberg table given by name needs its catalog (catalog=...)")
+    return catalog.load_table(table)
+
+
+def _local(path: str) -> str:
+    return path.removeprefix("file://")
+
+
+def register_iceberg(
+    ctx: SessionContext, name: str, table: Any, snapshot_id: int | None
+) -> IcebergRegistration:
+    """Register `table` (a pyiceberg Table) at `snapshot_id` (None: its current one) on `ctx`."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+    from pyiceberg.transforms import IdentityTransform
+
+    scan = table.scan(snapshot_id=snapshot_id)
+    snapshot = scan.snapshot()
+    schema = scan.projection()
+    arrow = schema_to_pyarrow(schema, include_field_ids=False)
+    tasks = planned_files(scan)
+    if any(task.delete_files for task in tasks):
+        ctx.register_record_batches(name, [scan.to_arrow().to_batches()])
+        reason = "its snapshot has delete files, which pyiceberg applies: read into memory by pyiceberg"
+        return IcebergRegistration(snapshot.snapshot_id, len(tasks), reason)
+    specs = table.specs()
+    scans = []
+    for task in tasks:
+        identity = {
+            field.source_id: task.file.partition[i]
+            for i, field in enumerate(specs[task.file.spec_id].fields)
+            if isinstance(field.transform, IdentityTransform)
+        }
+        scans.append(_file_scan(ctx, task.file.file_path, schema, arrow, identity))
+    register_union(ctx, name, scans, arrow)
+    return IcebergRegistration(snapshot.snapshot_id if snapshot else None, len(tasks))
+
+
+def planned_files(scan: Any) -> list[Any]:
+    """The data files of `scan` (pyiceberg's `FileScanTask`s), each with its delete files."""
+    return list(scan.plan_files())
+
+
+def _file_scan(
+    ctx: SessionContext, path: str, schema: Any, arrow: pa.Schema, identity: dict[int, Any]
+) -> DataFrame:
+    """One data file as a DataFrame of the table's columns, matched by field id (by name in a
+    file written without field ids)."""
+    local = _local(path)
+    written = pq.read_schema(local)
+    by_id = {int(f.metadata[FIELD_ID]): f.name for f in written if f.metadata and FIELD_ID in f.metadata}
+    by_name = {f.name: f.name for f in written} if not by_id else {}
+    columns = []
+    for field, target in zip(schema.fields, arrow, strict=True):
+        if field.field_id in identity:
+            value = pa.scalar(identity[field.field_id], type=target.type)
+            columns.append(lit(value).alias(field.name))
+            continue
+        found = by_id.get(field.field_id) or by_name.get(field.name)
+        if found is None:
+            columns.append(lit(pa.scalar(None, type=target.type)).alias(field.name))
+        else:
+            columns.append(column(found).cast(target.type).alias(field.name))
+    return ctx.read_parquet(local).select(*columns)
+
+
+def _identity_partition_columns(table: Any) -> list[str]:
+    """The columns `table`'s current spec partitions by, each by identity.
+
+    Raises:
+        ValueError: the spec has another transform (bucket, day, ...), which this writer does
+            not compute.
+    """
+    from pyiceberg.transforms import IdentityTransform
+
+    schema = table.schema()
+    columns = []
+    for field in table.spec().fields:
+        if not isinstance(field.transform, IdentityTransform):
+            raise ValueError(
+                f"write_iceberg writes tables partitioned by identity only, not by {field.transform} of "
+                f"{schema.find_column_name(field.source_id)}"
+            )
+        columns.append(schema.find_column_name(field.source_id))
+    return columns
+
+
+def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mode: str) -> int | None:
+    """Write a frame into `table` (a pyiceberg Table, as loaded: its snapshot is the one the
+    commit is made against) as one commit, and return the snapshot id then current:
+    `write_files(folder, partition columns)` writes the frame's Parquet files into a new folder
+    of the table's data, in parallel (partitioned by the spec's identity columns, kept in the
+    files, which pyiceberg reads partition values from); then one transaction adds them
+    (`mode` "append"), or deletes every row and adds them ("overwrite"). A concurrent commit
+    makes pyiceberg refuse it. A write or commit that fails leaves no commit and deletes the
+    files it wrote."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be one of 'append', 'overwrite', not {mode!r}")
+    location = table.location()
+    if not location.startswith(("file://", "/")):
+        raise ValueError(f"write_iceberg writes local tables only, not {location}")
+    partitions = _identity_partition_columns(table)
+    folder = os.path.join(_local(location), "data", f"distributed-write-{uuid.uuid4().hex}")
+    write_files(folder, partitions)
+    try:
+        paths = sorted(
+            os.path.join(where, n)
+            for where, _, names in os.walk(folder)
+            for n in names
+            if n.endswith(".parquet")
+        )
+        with table.transaction() as transaction:
+            if mode == "overwrite":
+                with warnings.catch_warnings():  # an empty table: the delete matches nothing
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                    transaction.delete(AlwaysTrue())  # also makes a concurrent commit conflict
+            if paths:
+                transaction.add_files(paths)
+    except Exception as exc:  # pyiceberg's errors: a concurrent commit, files the table refuses
+        shutil.rmtree(folder, ignore_errors=True)
+        raise QueryFailed(f"Iceberg table {table.name()}: the write was not committed: {exc}") from exc
+    snapshot = table.current_snapshot()
+    return snapshot.snapshot_id if snapshot else None

@@ -1,0 +1,211 @@
+"""Apache Iceberg tables read distributed (`register_iceberg`), each query compared with the same
+snapshot read by pyiceberg itself."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from datafusion_distributed import DistributedContext, LocalCluster, QueryFailed
+from datafusion_distributed.test_utils.compare import assert_tables_equal
+from datafusion_distributed.test_utils.distribution import assert_ran_distributed
+from datafusion_distributed.test_utils.forced import forced_distribution
+
+sql_catalog = pytest.importorskip("pyiceberg.catalog.sql")
+types = pytest.importorskip("pyiceberg.types")
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    """A table of 4 snapshots: written partitioned by region, appended to, a column renamed and
+    one added (schema evolution by field id), then a delete (copy-on-write: files rewritten)."""
+    folder = tmp_path_factory.mktemp("iceberg")
+    catalog = sql_catalog.SqlCatalog(
+        "test", uri=f"sqlite:///{folder}/catalog.db", warehouse=f"file://{folder}"
+    )
+    catalog.create_namespace("db")
+    rows = pa.table(
+        {"id": pa.array(range(300), pa.int64()), "region": [("eu", "us", "apac")[i % 3] for i in range(300)]}
+    )
+    table = catalog.create_table("db.orders", schema=rows.schema)
+    with table.update_spec() as spec:
+        spec.add_identity("region")
+    table.append(rows)
+    table.append(pa.table({"id": pa.array(range(300, 360), pa.int64()), "region": ["eu"] * 60}))
+    with table.update_schema() as schema:
+        schema.rename_column("id", "order_id")
+        schema.add_column("amount", types.DoubleType())
+    table.append(
+        pa.table({
+            "order_id": pa.array([1000, 1001], pa.int64()),
+            "region": ["us", "eu"],
+            "amount": pa.array([2.5, None], pa.float64()),
+        })
+    )  # fmt: skip
+    table.delete("order_id < 30")
+    return catalog
+
+
+def _snapshots(catalog) -> list[int]:
+    return [s.snapshot_id for s in catalog.load_table("db.orders").snapshots()]
+
+
+def _same_as_pyiceberg(dctx: DistributedContext, catalog, snapshot_id: int | None, sql: str) -> None:
+    """`sql` over `t` answers through `dctx` as over pyiceberg's own read of the snapshot."""
+    from datafusion import SessionContext
+
+    oracle = SessionContext()
+    read = catalog.load_table("db.orders").scan(snapshot_id=snapshot_id).to_arrow()
+    oracle.register_record_batches("t", [read.to_batches()])
+    df = dctx.sql(sql)
+    assert_tables_equal(df.to_arrow_table(), oracle.sql(sql).to_arrow_table(), sql=sql)
+    assert_ran_distributed(df)
+
+
+def test_the_current_snapshot_reads_renamed_added_and_partition_columns(catalog):
+    with DistributedContext(**forced_distribution()) as dctx:
+        registered = dctx.register_iceberg("t", "db.orders", catalog=catalog)
+        assert registered.snapshot_id == _snapshots(catalog)[-1] and registered.reason == ""
+        sql = "SELECT region, count(*) AS n, sum(order_id) AS s, sum(amount) AS a FROM t GROUP BY region ORDER BY region"
+        _same_as_pyiceberg(dctx, catalog, None, sql)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_time_travel_reads_each_snapshot_with_its_schema(catalog, index):
+    snapshot_id = _snapshots(catalog)[index]
+    with DistributedContext(**forced_distribution()) as dctx:
+        dctx.register_iceberg("t", catalog.load_table("db.orders"), snapshot_id=snapshot_id)
+        key = "id" if index < 2 else "order_id"  # renamed before the third snapshot
+        _same_as_pyiceberg(
+            dctx,
+            catalog,
+            snapshot_id,
+            f"SELECT region, count(*) AS n, sum({key}) AS s FROM t GROUP BY region",
+        )
+
+
+def test_an_identity_partition_filter_prunes_files_before_any_task_starts(catalog):
+    with DistributedContext(**forced_distribution()) as dctx:
+        registered = dctx.register_iceberg("t", "db.orders", catalog=catalog)
+        plan = dctx.sql("SELECT sum(order_id) AS s FROM t WHERE region = 'apac'").distributed_plan()
+        scanned = {n.line for s in plan.stages for n in s.root.walk() if n.name == "DataSourceExec"}
+        assert registered.files > len(scanned) >= 1 and all("region=apac" in line for line in scanned), (
+            scanned
+        )
+
+
+def test_worker_processes_read_the_snapshot(catalog):
+    with (
+        LocalCluster(2, share_spools=False) as cluster,
+        DistributedContext(workers=cluster, **forced_distribution()) as dctx,
+    ):
+        dctx.register_iceberg("t", "db.orders", catalog=catalog)
+        _same_as_pyiceberg(
+            dctx, catalog, None, "SELECT region, count(*) AS n, max(order_id) AS top FROM t GROUP BY region"
+        )
+
+
+def test_a_table_by_name_needs_its_catalog_and_a_missing_one_is_named(catalog):
+    with DistributedContext() as dctx:
+        with pytest.raises(ValueError, match="needs its catalog"):
+            dctx.register_iceberg("t", "db.orders")
+        with pytest.raises(QueryFailed, match="Iceberg table db.missing"):
+            dctx.register_iceberg("t", "db.missing", catalog=catalog)
+
+
+# -- writing: tasks write the files, one transaction ---------------------------------------------
+
+ROWS = "SELECT order_id AS id, region FROM src"  # the table above, read as several tasks
+
+
+@pytest.fixture
+def empty(catalog, request):
+    """A new table (id, region) partitioned by region, named after the test."""
+    name = f"db.{request.node.name.replace('[', '_').replace(']', '')[:40]}"
+    table = catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("region", pa.string())]))
+    with table.update_spec() as spec:
+        spec.add_identity("region")
+    return catalog.load_table(name)
+
+
+def _read(catalog, table) -> pa.Table:
+    return catalog.load_table(table.name()).scan().to_arrow()
+
+
+def test_a_write_is_one_transaction_of_the_files_every_task_wrote(catalog, empty):
+    with DistributedContext(**forced_distribution()) as dctx:
+        dctx.register_iceberg("src", "db.orders", catalog=catalog)
+        df = dctx.sql(ROWS)
+        expected = df.to_arrow_table()
+        first = df.write_iceberg(empty)
+        assert_ran_distributed(dctx)
+        assert_tables_equal(_read(catalog, empty), expected)
+        files = list(catalog.load_table(empty.name()).scan().plan_files())
+        assert {str(task.file.partition) for task in files} == {"Record[apac]", "Record[eu]", "Record[us]"}
+        df.write_iceberg(empty.name(), catalog=catalog)
+        assert _read(catalog, empty).num_rows == 2 * expected.num_rows
+        df.write_iceberg(catalog.load_table(empty.name()), mode="overwrite")
+        assert_tables_equal(_read(catalog, empty), expected)
+        assert (
+            catalog.load_table(empty.name()).scan(snapshot_id=first).to_arrow().num_rows == expected.num_rows
+        )
+
+
+def test_a_failed_write_commits_nothing_and_leaves_no_files(catalog, empty):
+    with DistributedContext(**forced_distribution()) as dctx:
+        dctx.register_iceberg("src", "db.orders", catalog=catalog)
+        dctx.sql(ROWS).write_iceberg(empty)
+        before = catalog.load_table(empty.name()).current_snapshot().snapshot_id
+        data = empty.location().removeprefix("file://") + "/data"
+        folders = sorted(os.listdir(data))
+        failing = dctx.sql(
+            "SELECT CAST(CASE WHEN id = 99 THEN 'x' ELSE '1' END AS BIGINT) AS id, region FROM (" + ROWS + ")"
+        )
+        with pytest.raises(QueryFailed):
+            failing.write_iceberg(catalog.load_table(empty.name()))
+        assert catalog.load_table(empty.name()).current_snapshot().snapshot_id == before
+        assert sorted(os.listdir(data)) == folders
+
+
+def test_a_concurrent_commit_is_refused_not_overwritten(catalog, empty):
+    stale = catalog.load_table(empty.name())
+    catalog.load_table(empty.name()).append(pa.table({"id": pa.array([7], pa.int64()), "region": ["eu"]}))
+    with DistributedContext(**forced_distribution()) as dctx:
+        dctx.register_iceberg("src", "db.orders", catalog=catalog)
+        with pytest.raises(QueryFailed, match="the write was not committed"):
+            dctx.sql(ROWS).write_iceberg(stale, mode="overwrite")
+    assert _read(catalog, empty).column("id").to_pylist() == [7]
+    data = empty.location().removeprefix("file://") + "/data"
+    assert not [name for name in os.listdir(data) if name.startswith("distributed-write-")]
+
+
+def test_a_spec_other_than_identity_is_refused_before_anything_is_written(catalog):
+    from pyiceberg.transforms import BucketTransform
+
+    table = catalog.create_table("db.bucketed", schema=pa.schema([("id", pa.int64())]))
+    with table.update_spec() as spec:
+        spec.add_field("id", BucketTransform(4), "id_bucket")
+    with DistributedContext() as dctx, pytest.raises(ValueError, match="partitioned by identity only"):
+        dctx.sql("SELECT CAST(1 AS BIGINT) AS id").write_iceberg(catalog.load_table("db.bucketed"))
+
+
+def test_a_snapshot_with_delete_files_is_read_by_pyiceberg_and_says_so(catalog, monkeypatch):
+    from types import SimpleNamespace
+
+    from datafusion_distributed.api import iceberg
+
+    planned = iceberg.planned_files
+    # pyiceberg writes no delete files (its deletes rewrite files): say one file has some
+    monkeypatch.setattr(
+        iceberg,
+        "planned_files",
+        lambda scan: [SimpleNamespace(file=t.file, delete_files={"deletes.parquet"}) for t in planned(scan)],
+    )
+    with DistributedContext(**forced_distribution()) as dctx:
+        registered = dctx.register_iceberg("t", "db.orders", catalog=catalog)
+        assert "delete files, which pyiceberg applies" in registered.reason
+        _same_as_pyiceberg(
+            dctx, catalog, None, "SELECT region, count(*) AS n, sum(order_id) AS s FROM t GROUP BY region"
+        )
