@@ -256,3 +256,15 @@ def test_column_names_with_capitals_and_dots_read_as_written(tmp_path):
         dctx.register_delta("t", path)
         sql = 'SELECT "P", sum("Amount") AS s, max("a.b") AS m FROM t GROUP BY "P" ORDER BY "P"'
         _same_as_deltalake(dctx, _oracle(path), sql)
+
+
+def test_worker_processes_write_one_commit(tmp_path):
+    target = str(tmp_path / "target")
+    with (
+        LocalCluster(2, share_spools=False) as cluster,
+        DistributedContext(workers=cluster, **forced_distribution()) as dctx,
+    ):
+        expected = _source(dctx, tmp_path)
+        assert dctx.sql(SOURCE).write_delta(target, partition_by=["r2"]) == 1
+        assert_ran_distributed(dctx)
+        assert_tables_equal(_read_back(target), expected)

@@ -209,3 +209,15 @@ def test_a_snapshot_with_delete_files_is_read_by_pyiceberg_and_says_so(catalog, 
         _same_as_pyiceberg(
             dctx, catalog, None, "SELECT region, count(*) AS n, sum(order_id) AS s FROM t GROUP BY region"
         )
+
+
+def test_worker_processes_write_one_transaction(catalog, empty):
+    with (
+        LocalCluster(2, share_spools=False) as cluster,
+        DistributedContext(workers=cluster, **forced_distribution()) as dctx,
+    ):
+        dctx.register_iceberg("src", "db.orders", catalog=catalog)
+        df = dctx.sql(ROWS)
+        df.write_iceberg(empty)
+        assert_ran_distributed(dctx)
+        assert_tables_equal(_read(catalog, empty), df.to_arrow_table())

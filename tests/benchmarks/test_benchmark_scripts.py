@@ -38,6 +38,7 @@ RUNS = [
     ("writes.py", [*TINY, "--iterations", "1"], "lineitem"),
     ("speculation.py", [*TINY, "--queries", "3", "--iterations", "1", "--min-seconds", "0"], "on slowed"),
     ("empty_exchanges.py", [*TINY, "--iterations", "1", "--warmup", "0"], "read nothing"),
+    ("lakehouse.py", [*TINY, "--iterations", "1", "--warmup", "0"], "scans"),
     (
         "rolling_restart.py",
         [*TINY, "--workers", "2", "--add", "1", "--seconds", "2", "--queries", "3", "--forced"],

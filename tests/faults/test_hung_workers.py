@@ -90,7 +90,7 @@ class FreezeAtEnd:
         self.frozen: list[int] = []
 
     def on_event(self, event) -> None:
-        if event.kind is EventKind.TASK_FINISHED and event.worker in self.pids:
+        if event.kind is EventKind.TASK_FINISHED and event.worker in self.pids and event.metrics.rows:
             self.ran.append(event.worker)
         if event.kind is EventKind.QUERY_FINISHED and self.ran and not self.frozen:
             self.frozen.append(self.pids[self.ran[0]])
@@ -151,8 +151,10 @@ def three_workers(request):
 
 
 class FreezeWhenHeadStarts(FreezeAtStage):
-    """Freezes the worker that ran the last finished task just as the coordinator starts reading
-    the final stage's inputs (a final stage of one task) or outputs (of several)."""
+    """Freezes the worker that ran the last finished task with rows just as the coordinator
+    starts reading the final stage's inputs (a final stage of one task) or outputs (of
+    several); a task that wrote no row is not read at all, so freezing its worker would hold
+    up nothing."""
 
     def __init__(self, cluster: LocalCluster, final_tasks: int):
         super().__init__(cluster, stage=-1)
@@ -162,7 +164,7 @@ class FreezeWhenHeadStarts(FreezeAtStage):
     def on_event(self, event) -> None:
         if event.kind is EventKind.WORKER_UNREACHABLE:
             self.unreachable.append(event.worker)
-        if event.kind is EventKind.TASK_FINISHED and event.worker in self.pids:
+        if event.kind is EventKind.TASK_FINISHED and event.worker in self.pids and event.metrics.rows:
             self.ran.append(event.worker)
             if self.final_tasks > 1 and not self.frozen:  # the outputs the head streams
                 self.frozen_url = event.worker

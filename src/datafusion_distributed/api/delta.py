@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,11 +32,10 @@ import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
 from ..errors import QueryFailed
-from .table_files import column, register_union
+from .table_files import check_write, column, register_union
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how a hive-style folder names a null value
-WRITE_MODES = ("append", "overwrite")
 DELETION_VECTORS = "deletionVectors"
 
 
@@ -114,23 +115,61 @@ def register_delta(ctx: SessionContext, name: str, dt: Any) -> DeltaRegistration
     )
     actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     scans = [
-        _file_scan(ctx, dt.table_uri, action, schema, file_schema, physical, partitions) for action in actions
+        _scan(ctx, path, action, schema, file_schema, physical, partitions)
+        for path, action in _scanned_paths(dt.table_uri, actions, sorted(partitions))
     ]
     register_union(ctx, name, scans, schema)
     return DeltaRegistration(version, len(actions))
 
 
-def _file_scan(
+def _scanned_paths(
+    table_uri: str, actions: list[dict[str, Any]], partitions: list[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """What each scan reads, with an action holding its partition values: a whole folder of a
+    local table when the Parquet files under it are exactly live files of one set of partition
+    values (an append-only partition: one scan, split by bytes), else each live file alone."""
+    groups: dict[tuple[str, tuple], list[dict[str, Any]]] = defaultdict(list)
+    for action in actions:
+        values = tuple(action.get(f"partition.{p}") for p in partitions)
+        groups[(posixpath.dirname(unquote(action["path"])), values)].append(action)
+    folders = Counter(folder for folder, _ in groups)
+    scanned = []
+    for (folder, _), members in groups.items():
+        local = _file_path(table_uri, folder) if folder and "://" not in folder else None
+        files = {posixpath.basename(unquote(a["path"])) for a in members}
+        plain = not any(name.startswith((".", "_")) for name in files)  # names a listing may skip
+        if local and plain and len(members) > 1 and folders[folder] == 1 and _parquet_files(local) == files:
+            scanned.append((local + os.sep, members[0]))
+        else:
+            scanned.extend((_file_path(table_uri, a["path"]), a) for a in members)
+    return scanned
+
+
+def _parquet_files(folder: str) -> set[str] | None:
+    """The Parquet files under the local `folder` (relative paths), as DataFusion would list
+    them; None when it is not a local folder."""
+    if not os.path.isdir(folder):
+        return None
+    return {
+        os.path.relpath(os.path.join(where, name), folder).replace(os.sep, "/")
+        for where, _, names in os.walk(folder)
+        for name in names
+        if name.endswith(".parquet")
+    }
+
+
+def _scan(
     ctx: SessionContext,
-    table_uri: str,
+    path: str,
     action: dict[str, Any],
     schema: pa.Schema,
     file_schema: pa.Schema,
     physical: dict[str, str],
     partitions: set[str],
 ) -> DataFrame:
-    """One live file as a DataFrame of the table's columns, in the table's order."""
-    scan = ctx.read_parquet(_file_path(table_uri, action["path"]), schema=file_schema)
+    """The live file or folder `path` as a DataFrame of the table's columns, in the table's
+    order, with the partition values of `action`."""
+    scan = ctx.read_parquet(path, schema=file_schema)
     columns = []
     for field in schema:
         if field.name in partitions:
@@ -139,18 +178,6 @@ def _file_scan(
         else:
             columns.append(column(physical[field.name]).alias(field.name))
     return scan.select(*columns)
-
-
-def _local_root(table_uri: str) -> str:
-    """The folder of a local table's URI or path.
-
-    Raises:
-        ValueError: the table is not on this machine's file system.
-    """
-    parsed = urlparse(os.fspath(table_uri))
-    if parsed.scheme in ("", "file"):
-        return os.path.abspath(unquote(parsed.path) if parsed.scheme else os.fspath(table_uri))
-    raise ValueError(f"write_delta writes local tables only, not {table_uri}")
 
 
 def _add_actions(root: str, folder: str, partitions: Sequence[str]) -> list[Any]:
@@ -190,10 +217,8 @@ def write_delta(
     ("overwrite"), made by deltalake against the version read before the files were written,
     so a concurrent commit that conflicts is refused, not overwritten. A write or commit that
     fails leaves no commit and deletes the files it wrote."""
-    if mode not in WRITE_MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, WRITE_MODES))}, not {mode!r}")
     deltalake = _deltalake()
-    root = _local_root(table_uri)
+    root = check_write(mode, table_uri, "write_delta")
     options = dict(storage_options) if storage_options else None
     asked = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     try:

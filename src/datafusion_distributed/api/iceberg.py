@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
 from ..errors import QueryFailed
-from .table_files import column, register_union
+from .table_files import check_write, column, register_union
 
 FIELD_ID = b"PARQUET:field_id"
 
@@ -151,13 +151,9 @@ def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mod
     files it wrote."""
     from pyiceberg.expressions import AlwaysTrue
 
-    if mode not in ("append", "overwrite"):
-        raise ValueError(f"mode must be one of 'append', 'overwrite', not {mode!r}")
-    location = table.location()
-    if not location.startswith(("file://", "/")):
-        raise ValueError(f"write_iceberg writes local tables only, not {location}")
+    root = check_write(mode, table.location(), "write_iceberg")
     partitions = _identity_partition_columns(table)
-    folder = os.path.join(_local(location), "data", f"distributed-write-{uuid.uuid4().hex}")
+    folder = os.path.join(root, "data", f"distributed-write-{uuid.uuid4().hex}")
     write_files(folder, partitions)
     try:
         paths = sorted(
