@@ -268,3 +268,57 @@ def test_worker_processes_write_one_commit(tmp_path):
         assert dctx.sql(SOURCE).write_delta(target, partition_by=["r2"]) == 1
         assert_ran_distributed(dctx)
         assert_tables_equal(_read_back(target), expected)
+
+
+def test_a_table_in_an_s3_bucket_reads_through_the_context_s_store(history):
+    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+
+    path, _ = history
+    with LocalS3Server() as s3:
+        s3.create_bucket("lake")
+        s3.upload_folder(path, "lake", "orders")
+        options = {
+            "AWS_ENDPOINT_URL": s3.endpoint,
+            "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,
+            "AWS_REGION": TEST_REGION,
+            "AWS_ALLOW_HTTP": "true",
+        }
+        with DistributedContext(**forced_distribution()) as dctx:
+            dctx.register_object_store("s3://lake", s3.store("lake"))
+            assert dctx.register_delta("t", "s3://lake/orders", storage_options=options).version == 3
+            _same_as_deltalake(dctx, _oracle(path), QUERIES[0])
+
+
+def test_a_worker_killed_during_a_write_leaves_one_complete_commit(tpch_sf001, single_node_sf001, tmp_path):
+    import threading
+
+    from datafusion import udf
+
+    from datafusion_distributed.test_utils.tpch import register_tpch
+
+    def slow(keys: pa.Array) -> pa.Array:
+        time.sleep(0.05)  # keeps every task writing for a while
+        return keys
+
+    target = str(tmp_path / "target")
+    with LocalCluster(3) as cluster:
+        ctx = SessionContext()
+        ctx.sql("SET datafusion.execution.batch_size = 512").collect()
+        register_tpch(ctx, tpch_sf001)
+        ctx.register_udf(udf(slow, [pa.int64()], pa.int64(), "volatile", "slow"))
+        with DistributedContext(ctx, workers=cluster, **forced_distribution(connect_timeout=10)) as dctx:
+            df = dctx.sql("SELECT slow(l_orderkey) AS k, l_linenumber, l_returnflag FROM lineitem")
+            killer = threading.Timer(0.5, cluster.kill, args=(1,))
+            killer.start()
+            try:
+                assert df.write_delta(target, partition_by=["l_returnflag"]) == 1
+            finally:
+                killer.join()
+            retried = dctx.engine.history.read(lambda runs: [a for a in runs[-1].attempts if a[2] > 0])
+    expected = single_node_sf001.sql("SELECT l_orderkey AS k, l_linenumber, l_returnflag FROM lineitem")
+    oracle = _oracle(target)  # kept while its provider reads
+    got = oracle.sql("SELECT k, l_linenumber, l_returnflag FROM t").to_arrow_table()
+    assert_tables_equal(got, expected.to_arrow_table())  # complete, nothing twice, one commit
+    assert_ran_distributed(dctx)
+    assert retried, "the kill landed after the write: nothing was retried"

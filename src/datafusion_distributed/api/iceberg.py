@@ -59,6 +59,13 @@ def load_iceberg(table: Any, catalog: Any = None) -> Any:
 
 
 def _local(path: str) -> str:
+    """The local path of a data file.
+
+    Raises:
+        ValueError: the file is in an object store (Iceberg tables are read locally only).
+    """
+    if "://" in path and not path.startswith("file://"):
+        raise ValueError(f"register_iceberg reads tables on this machine's file system only, not {path}")
     return path.removeprefix("file://")
 
 
