@@ -243,8 +243,8 @@ def test_bad_write_arguments_are_refused_before_anything_is_written(tmp_path):
             df.write_delta(target, partition_by="id")
         with pytest.raises(ValueError, match="mode must be one of"):
             df.write_delta(target, mode="merge")
-        with pytest.raises(ValueError, match="local tables only"):
-            df.write_delta("s3://bucket/table")
+        with pytest.raises(ValueError, match="local tables and tables in S3"):
+            df.write_delta("gs://bucket/table")
     assert DeltaTable(target).version() == 0
 
 
@@ -322,3 +322,27 @@ def test_a_worker_killed_during_a_write_leaves_one_complete_commit(tpch_sf001, s
     assert_tables_equal(got, expected.to_arrow_table())  # complete, nothing twice, one commit
     assert_ran_distributed(dctx)
     assert retried, "the kill landed after the write: nothing was retried"
+
+
+def test_a_table_in_an_s3_bucket_is_written_as_one_commit(tmp_path):
+    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+
+    with LocalS3Server() as s3:
+        s3.create_bucket("lake")
+        options = {
+            "AWS_ENDPOINT_URL": s3.endpoint,
+            "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,
+            "AWS_REGION": TEST_REGION,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",  # no lock service beside this test server
+        }
+        with DistributedContext(**forced_distribution()) as dctx:
+            dctx.register_object_store("s3://lake", s3.store("lake"))
+            expected = _source(dctx, tmp_path)
+            df = dctx.sql(SOURCE)
+            assert df.write_delta("s3://lake/target", partition_by=["r2"], storage_options=options) == 1
+            assert_ran_distributed(dctx)
+            assert df.write_delta("s3://lake/target", storage_options=options) == 2
+        table = DeltaTable("s3://lake/target", storage_options=options)
+        assert_tables_equal(pa.table(table.to_pyarrow_table()), pa.concat_tables([expected, expected]))

@@ -221,3 +221,42 @@ def test_worker_processes_write_one_transaction(catalog, empty):
         df.write_iceberg(empty)
         assert_ran_distributed(dctx)
         assert_tables_equal(_read(catalog, empty), df.to_arrow_table())
+
+
+def test_a_table_in_an_s3_bucket_is_read_and_written_through_the_context_s_store(tmp_path):
+    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+
+    with LocalS3Server() as s3:
+        s3.create_bucket("lake")
+        catalog = sql_catalog.SqlCatalog(
+            "s3",
+            uri=f"sqlite:///{tmp_path}/catalog.db",
+            warehouse="s3://lake/warehouse",
+            **{
+                "s3.endpoint": s3.endpoint,
+                "s3.access-key-id": TEST_ACCESS_KEY_ID,
+                "s3.secret-access-key": TEST_SECRET_ACCESS_KEY,
+                "s3.region": TEST_REGION,
+            },
+        )
+        catalog.create_namespace("db")
+        rows = pa.table(
+            {"id": pa.array(range(200), pa.int64()), "region": [("eu", "us")[i % 2] for i in range(200)]}
+        )
+        table = catalog.create_table("db.orders", schema=rows.schema)
+        with table.update_spec() as spec:
+            spec.add_identity("region")
+        table.append(rows)
+        table.append(rows)
+        with DistributedContext(**forced_distribution()) as dctx:
+            dctx.register_object_store("s3://lake", s3.store("lake"))
+            assert dctx.register_iceberg("t", "db.orders", catalog=catalog).files == 4
+            sql = "SELECT region, count(*) AS n, sum(id) AS s FROM t GROUP BY region ORDER BY region"
+            _same_as_pyiceberg(dctx, catalog, None, sql)  # pyiceberg reads the bucket itself
+            copy = catalog.create_table("db.copy", schema=rows.schema)
+            with copy.update_spec() as spec:
+                spec.add_identity("region")
+            dctx.sql("SELECT id, region FROM t").write_iceberg(catalog.load_table("db.copy"))
+            written = catalog.load_table("db.copy").scan().to_arrow()
+            assert_tables_equal(written, dctx.sql("SELECT id, region FROM t").to_arrow_table())
+            assert written.num_rows == 400

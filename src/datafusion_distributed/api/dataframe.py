@@ -244,7 +244,8 @@ class DistributedDataFrame:
             mode: "append" (add the rows) or "overwrite" (replace the table's rows).
             partition_by: the table's partition columns: those of a new table; an existing
                 table's, if given.
-            storage_options: deltalake's options for the table's store.
+            storage_options: deltalake's options for the table's store (S3: the bucket's store
+                must be registered on the context too, for the tasks to write through).
 
         Raises:
             QueryFailed: the write failed, or deltalake refused the commit (a concurrent commit

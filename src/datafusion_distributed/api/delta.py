@@ -15,10 +15,10 @@ on one node with a note: deletion vectors (rows deleted without rewriting their 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
-import shutil
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -28,11 +28,12 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
 from ..errors import QueryFailed
-from .table_files import check_write, column, register_union
+from .table_files import S3Options, column, parquet_files, register_union, table_filesystem, url_of
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how a hive-style folder names a null value
@@ -135,11 +136,11 @@ def _scanned_paths(
     folders = Counter(folder for folder, _ in groups)
     scanned = []
     for (folder, _), members in groups.items():
-        local = _file_path(table_uri, folder) if folder and "://" not in folder else None
+        where = _file_path(table_uri, folder) if folder and "://" not in folder else None
         files = {posixpath.basename(unquote(a["path"])) for a in members}
         plain = not any(name.startswith((".", "_")) for name in files)  # names a listing may skip
-        if local and plain and len(members) > 1 and folders[folder] == 1 and _parquet_files(local) == files:
-            scanned.append((local + os.sep, members[0]))
+        if where and plain and len(members) > 1 and folders[folder] == 1 and _parquet_files(where) == files:
+            scanned.append((where + os.sep, members[0]))
         else:
             scanned.extend((_file_path(table_uri, a["path"]), a) for a in members)
     return scanned
@@ -180,25 +181,37 @@ def _scan(
     return scan.select(*columns)
 
 
-def _add_actions(root: str, folder: str, partitions: Sequence[str]) -> list[Any]:
-    """An AddAction for each Parquet file under `folder` (in `root`), its partition values read
-    from its hive-style folders (`col=value/`), its row count from its footer."""
+def _s3_options(storage_options: Mapping[str, str] | None) -> S3Options:
+    """The S3 settings of deltalake's `storage_options` (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_REGION)."""
+    options = {key.upper(): value for key, value in (storage_options or {}).items()}
+    return S3Options(
+        options.get("AWS_ENDPOINT_URL"),
+        options.get("AWS_ACCESS_KEY_ID"),
+        options.get("AWS_SECRET_ACCESS_KEY"),
+        options.get("AWS_REGION"),
+    )
+
+
+def _add_actions(fs: pafs.FileSystem, root: str, folder: str, partitions: Sequence[str]) -> list[Any]:
+    """An AddAction for each Parquet file under `folder` (in the table's folder `root` of `fs`),
+    its partition values read from its hive-style folders (`col=value/`), its row count from
+    its footer."""
     add_action = _deltalake().transaction.AddAction
     actions = []
-    for where, _, names in os.walk(folder):
-        for name in sorted(n for n in names if n.endswith(".parquet")):
-            path = os.path.join(where, name)
-            values: dict[str, str | None] = dict.fromkeys(partitions)
-            for part in os.path.relpath(where, folder).split(os.sep):
-                key, equals, value = part.partition("=")
-                if equals and key in values:
-                    # DataFusion names a null value's folder `col=`; Delta keeps an empty
-                    # string of a partition column as null too
-                    values[key] = None if value in ("", NULL_PARTITION) else unquote(value)
-            stats = json.dumps({"numRecords": pq.read_metadata(path).num_rows})
-            mtime = int(os.path.getmtime(path) * 1000)
-            relative = os.path.relpath(path, root).replace(os.sep, "/")
-            actions.append(add_action(relative, os.path.getsize(path), values, mtime, True, stats))
+    for info in parquet_files(fs, folder):
+        values: dict[str, str | None] = dict.fromkeys(partitions)
+        for part in posixpath.relpath(posixpath.dirname(info.path), folder).split("/"):
+            key, equals, value = part.partition("=")
+            if equals and key in values:
+                # DataFusion names a null value's folder `col=`; Delta keeps an empty string
+                # of a partition column as null too
+                values[key] = None if value in ("", NULL_PARTITION) else unquote(value)
+        with fs.open_input_file(info.path) as file:
+            stats = json.dumps({"numRecords": pq.read_metadata(file).num_rows})
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
+        relative = posixpath.relpath(info.path, root)
+        actions.append(add_action(relative, info.size, values, mtime, True, stats))
     return actions
 
 
@@ -210,35 +223,36 @@ def write_delta(
     partition_by: Sequence[str] | str | None,
     storage_options: Mapping[str, str] | None,
 ) -> int:
-    """Write a frame of `schema` to the Delta table at `table_uri` (made if missing) as one
-    commit, and return the table's version once committed: `write_files(folder, partition columns)` writes
-    the frame's Parquet files into a new folder of the table, in parallel; then the table's log
+    """Write a frame of `schema` to the Delta table at `table_uri` (made if missing; local or
+    in S3) as one commit, and return the table's version once committed: `write_files(folder,
+    partition columns)` writes the frame's Parquet files into a new folder of the table, in parallel; then the table's log
     gets one commit adding them (`mode` "append"), or replacing the table's files with them
     ("overwrite"), made by deltalake against the version read before the files were written,
     so a concurrent commit that conflicts is refused, not overwritten. A write or commit that
     fails leaves no commit and deletes the files it wrote."""
     deltalake = _deltalake()
-    root = check_write(mode, table_uri, "write_delta")
+    fs, root = table_filesystem(mode, table_uri, _s3_options(storage_options), "write_delta")
     options = dict(storage_options) if storage_options else None
     asked = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     try:
-        table = deltalake.DeltaTable(root, storage_options=options)
+        table = deltalake.DeltaTable(table_uri, storage_options=options)
     except deltalake.exceptions.TableNotFoundError:
         table = None
     partitions = list(table.metadata().partition_columns) if table is not None else asked
     if partition_by is not None and asked != partitions:
         raise ValueError(f"the Delta table {table_uri} is partitioned by {partitions}, not {asked}")
-    folder = os.path.join(root, f"distributed-write-{uuid.uuid4().hex}")
-    write_files(folder, partitions)
+    folder = posixpath.join(root, f"distributed-write-{uuid.uuid4().hex}")
+    write_files(url_of(fs, folder), partitions)
     try:
-        actions = _add_actions(root, folder, partitions)
+        actions = _add_actions(fs, root, folder, partitions)
         if table is None:
             table = deltalake.DeltaTable.create(
-                root, schema=schema, partition_by=partitions or None, storage_options=options
+                table_uri, schema=schema, partition_by=partitions or None, storage_options=options
             )
         table.create_write_transaction(actions, mode, schema, partitions or None)
     except Exception as exc:  # deltalake's errors: a conflicting commit, a schema the table refuses
-        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fs.delete_dir(folder)
         raise QueryFailed(f"Delta table {table_uri}: the write was not committed: {exc}") from exc
     table.update_incremental()
     return int(table.version())

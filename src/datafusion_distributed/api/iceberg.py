@@ -14,8 +14,8 @@ pyiceberg into memory in the coordinator instead, with the registration saying s
 
 from __future__ import annotations
 
-import os
-import shutil
+import contextlib
+import posixpath
 import uuid
 import warnings
 from collections.abc import Callable
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
 from ..errors import QueryFailed
-from .table_files import check_write, column, register_union
+from .table_files import S3Options, column, parquet_files, register_union, table_filesystem, url_of
 
 FIELD_ID = b"PARQUET:field_id"
 
@@ -59,13 +59,7 @@ def load_iceberg(table: Any, catalog: Any = None) -> Any:
 
 
 def _local(path: str) -> str:
-    """The local path of a data file.
-
-    Raises:
-        ValueError: the file is in an object store (Iceberg tables are read locally only).
-    """
-    if "://" in path and not path.startswith("file://"):
-        raise ValueError(f"register_iceberg reads tables on this machine's file system only, not {path}")
+    """A data file's path as DataFusion reads it: a local path, or an object store's URL."""
     return path.removeprefix("file://")
 
 
@@ -93,7 +87,9 @@ def register_iceberg(
             for i, field in enumerate(specs[task.file.spec_id].fields)
             if isinstance(field.transform, IdentityTransform)
         }
-        scans.append(_file_scan(ctx, task.file.file_path, schema, arrow, identity))
+        with table.io.new_input(task.file.file_path).open() as footer:  # wherever the table is
+            written = pq.read_schema(footer)
+        scans.append(_file_scan(ctx, _local(task.file.file_path), written, schema, arrow, identity))
     register_union(ctx, name, scans, arrow)
     return IcebergRegistration(snapshot.snapshot_id if snapshot else None, len(tasks))
 
@@ -104,12 +100,15 @@ def planned_files(scan: Any) -> list[Any]:
 
 
 def _file_scan(
-    ctx: SessionContext, path: str, schema: Any, arrow: pa.Schema, identity: dict[int, Any]
+    ctx: SessionContext,
+    path: str,
+    written: pa.Schema,
+    schema: Any,
+    arrow: pa.Schema,
+    identity: dict[int, Any],
 ) -> DataFrame:
-    """One data file as a DataFrame of the table's columns, matched by field id (by name in a
-    file written without field ids)."""
-    local = _local(path)
-    written = pq.read_schema(local)
+    """The data file at `path`, whose own schema is `written`, as a DataFrame of the table's
+    columns, matched by field id (by name in a file written without field ids)."""
     by_id = {int(f.metadata[FIELD_ID]): f.name for f in written if f.metadata and FIELD_ID in f.metadata}
     by_name = {f.name: f.name for f in written} if not by_id else {}
     columns = []
@@ -123,7 +122,7 @@ def _file_scan(
             columns.append(lit(pa.scalar(None, type=target.type)).alias(field.name))
         else:
             columns.append(column(found).cast(target.type).alias(field.name))
-    return ctx.read_parquet(local).select(*columns)
+    return ctx.read_parquet(path).select(*columns)
 
 
 def _identity_partition_columns(table: Any) -> list[str]:
@@ -149,7 +148,7 @@ def _identity_partition_columns(table: Any) -> list[str]:
 
 def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mode: str) -> int | None:
     """Write a frame into `table` (a pyiceberg Table, as loaded: its snapshot is the one the
-    commit is made against) as one commit, and return the snapshot id then current:
+    commit is made against; local or in S3, reached with its FileIO's s3.* settings) as one commit, and return the snapshot id then current:
     `write_files(folder, partition columns)` writes the frame's Parquet files into a new folder
     of the table's data, in parallel (partitioned by the spec's identity columns, kept in the
     files, which pyiceberg reads partition values from); then one transaction adds them
@@ -158,17 +157,16 @@ def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mod
     files it wrote."""
     from pyiceberg.expressions import AlwaysTrue
 
-    root = check_write(mode, table.location(), "write_iceberg")
+    io = table.io.properties
+    s3 = S3Options(
+        io.get("s3.endpoint"), io.get("s3.access-key-id"), io.get("s3.secret-access-key"), io.get("s3.region")
+    )
+    fs, root = table_filesystem(mode, table.location(), s3, "write_iceberg")
     partitions = _identity_partition_columns(table)
-    folder = os.path.join(root, "data", f"distributed-write-{uuid.uuid4().hex}")
-    write_files(folder, partitions)
+    folder = posixpath.join(root, "data", f"distributed-write-{uuid.uuid4().hex}")
+    write_files(url_of(fs, folder), partitions)
     try:
-        paths = sorted(
-            os.path.join(where, n)
-            for where, _, names in os.walk(folder)
-            for n in names
-            if n.endswith(".parquet")
-        )
+        paths = [url_of(fs, info.path) for info in parquet_files(fs, folder)]
         with table.transaction() as transaction:
             if mode == "overwrite":
                 with warnings.catch_warnings():  # an empty table: the delete matches nothing
@@ -177,7 +175,8 @@ def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mod
             if paths:
                 transaction.add_files(paths)
     except Exception as exc:  # pyiceberg's errors: a concurrent commit, files the table refuses
-        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fs.delete_dir(folder)
         raise QueryFailed(f"Iceberg table {table.name()}: the write was not committed: {exc}") from exc
     snapshot = table.current_snapshot()
     return snapshot.snapshot_id if snapshot else None

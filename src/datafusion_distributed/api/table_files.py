@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from datafusion import DataFrame, Expr, SessionContext, col
 
 
@@ -30,16 +32,47 @@ def register_union(ctx: SessionContext, name: str, scans: list[DataFrame], schem
 WRITE_MODES = ("append", "overwrite")
 
 
-def check_write(mode: str, table_uri: str, writer: str) -> str:
-    """The local folder of the table `writer` writes to with `mode`.
+@dataclass(frozen=True)
+class S3Options:
+    """How to reach a table's S3 bucket (None: the environment's settings)."""
+
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+
+
+def table_filesystem(mode: str, table_uri: str, s3: S3Options, writer: str) -> tuple[pafs.FileSystem, str]:
+    """The file system a table `writer` writes to with `mode` is in, and the table's folder in
+    it: this machine's, or an S3 bucket's, reached with `s3`.
 
     Raises:
-        ValueError: `mode` is none of WRITE_MODES, or the table is not on this machine's file
-            system (the writers commit local tables only).
+        ValueError: `mode` is none of WRITE_MODES, or the table is in a store other than S3.
     """
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, WRITE_MODES))}, not {mode!r}")
     parsed = urlparse(table_uri)
-    if parsed.scheme not in ("", "file"):
-        raise ValueError(f"{writer} writes local tables only, not {table_uri}")
-    return os.path.abspath(unquote(parsed.path) if parsed.scheme else table_uri)
+    if parsed.scheme in ("", "file"):
+        return pafs.LocalFileSystem(), os.path.abspath(unquote(parsed.path) if parsed.scheme else table_uri)
+    if parsed.scheme not in ("s3", "s3a"):
+        raise ValueError(f"{writer} writes local tables and tables in S3, not {table_uri}")
+    endpoint = urlparse(s3.endpoint or "")
+    bucket = pafs.S3FileSystem(
+        access_key=s3.access_key_id,
+        secret_key=s3.secret_access_key,
+        region=s3.region,
+        endpoint_override=endpoint.netloc or None,
+        scheme=endpoint.scheme or "https",
+    )
+    return bucket, parsed.netloc + parsed.path.rstrip("/")
+
+
+def url_of(fs: pafs.FileSystem, path: str) -> str:
+    """`path` of `fs` as DataFusion names it: a local path, or an s3:// URL."""
+    return path if isinstance(fs, pafs.LocalFileSystem) else f"s3://{path}"
+
+
+def parquet_files(fs: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
+    """The Parquet files under `folder` of `fs`, by path."""
+    found = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+    return sorted((i for i in found if i.is_file and i.path.endswith(".parquet")), key=lambda i: i.path)
