@@ -271,19 +271,13 @@ def test_worker_processes_write_one_commit(tmp_path):
 
 
 def test_a_table_in_an_s3_bucket_reads_through_the_context_s_store(history):
-    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+    from tests.support.s3_server import LocalS3Server
 
     path, _ = history
     with LocalS3Server() as s3:
         s3.create_bucket("lake")
         s3.upload_folder(path, "lake", "orders")
-        options = {
-            "AWS_ENDPOINT_URL": s3.endpoint,
-            "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,
-            "AWS_REGION": TEST_REGION,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        options = s3.storage_options()
         with DistributedContext(**forced_distribution()) as dctx:
             dctx.register_object_store("s3://lake", s3.store("lake"))
             assert dctx.register_delta("t", "s3://lake/orders", storage_options=options).version == 3
@@ -325,18 +319,11 @@ def test_a_worker_killed_during_a_write_leaves_one_complete_commit(tpch_sf001, s
 
 
 def test_a_table_in_an_s3_bucket_is_written_as_one_commit(tmp_path):
-    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+    from tests.support.s3_server import LocalS3Server
 
     with LocalS3Server() as s3:
         s3.create_bucket("lake")
-        options = {
-            "AWS_ENDPOINT_URL": s3.endpoint,
-            "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,
-            "AWS_REGION": TEST_REGION,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",  # no lock service beside this test server
-        }
+        options = s3.storage_options()
         with DistributedContext(**forced_distribution()) as dctx:
             dctx.register_object_store("s3://lake", s3.store("lake"))
             expected = _source(dctx, tmp_path)

@@ -224,7 +224,7 @@ def test_worker_processes_write_one_transaction(catalog, empty):
 
 
 def test_a_table_in_an_s3_bucket_is_read_and_written_through_the_context_s_store(tmp_path):
-    from tests.support.s3_server import TEST_ACCESS_KEY_ID, TEST_REGION, TEST_SECRET_ACCESS_KEY, LocalS3Server
+    from tests.support.s3_server import LocalS3Server
 
     with LocalS3Server() as s3:
         s3.create_bucket("lake")
@@ -232,12 +232,7 @@ def test_a_table_in_an_s3_bucket_is_read_and_written_through_the_context_s_store
             "s3",
             uri=f"sqlite:///{tmp_path}/catalog.db",
             warehouse="s3://lake/warehouse",
-            **{
-                "s3.endpoint": s3.endpoint,
-                "s3.access-key-id": TEST_ACCESS_KEY_ID,
-                "s3.secret-access-key": TEST_SECRET_ACCESS_KEY,
-                "s3.region": TEST_REGION,
-            },
+            **s3.iceberg_properties(),
         )
         catalog.create_namespace("db")
         rows = pa.table(

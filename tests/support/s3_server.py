@@ -67,6 +67,26 @@ class LocalS3Server:
             region_name=TEST_REGION,
         )
 
+    def storage_options(self) -> dict[str, str]:
+        """deltalake's `storage_options` for this server (one writer at a time: no lock service)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,
+            "AWS_REGION": TEST_REGION,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+        }
+
+    def iceberg_properties(self) -> dict[str, str]:
+        """pyiceberg's FileIO properties for this server."""
+        return {
+            "s3.endpoint": self.endpoint,
+            "s3.access-key-id": TEST_ACCESS_KEY_ID,
+            "s3.secret-access-key": TEST_SECRET_ACCESS_KEY,
+            "s3.region": TEST_REGION,
+        }
+
     def create_bucket(self, bucket: str) -> None:
         """Make an empty bucket."""
         self.client().create_bucket(Bucket=bucket)

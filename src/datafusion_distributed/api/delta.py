@@ -1,4 +1,5 @@
-"""Delta Lake tables read distributed: the live files of one snapshot, from the table's own log.
+"""Delta Lake tables read and written distributed: the live files of one snapshot, from the
+table's own log; a result's files written by the tasks, committed once by deltalake.
 
 `deltalake` (the `[delta]` extra) reads the table's log at a version: its schema, partition
 columns, column mapping and the live data files with their partition values. Each live file

@@ -1,4 +1,5 @@
-"""Apache Iceberg tables read distributed: the data files of one snapshot, planned by pyiceberg.
+"""Apache Iceberg tables read and written distributed: the data files of one snapshot, planned
+by pyiceberg; a result's files written by the tasks, added in one pyiceberg transaction.
 
 `pyiceberg` (the `[iceberg]` extra) plans a scan of the table at a snapshot: its schema then,
 and the data files with their partition values. Each file becomes one Parquet scan of
@@ -58,7 +59,7 @@ def load_iceberg(table: Any, catalog: Any = None) -> Any:
     return catalog.load_table(table)
 
 
-def _local(path: str) -> str:
+def _data_path(path: str) -> str:
     """A data file's path as DataFusion reads it: a local path, or an object store's URL."""
     return path.removeprefix("file://")
 
@@ -89,7 +90,7 @@ def register_iceberg(
         }
         with table.io.new_input(task.file.file_path).open() as footer:  # wherever the table is
             written = pq.read_schema(footer)
-        scans.append(_file_scan(ctx, _local(task.file.file_path), written, schema, arrow, identity))
+        scans.append(_file_scan(ctx, _data_path(task.file.file_path), written, schema, arrow, identity))
     register_union(ctx, name, scans, arrow)
     return IcebergRegistration(snapshot.snapshot_id if snapshot else None, len(tasks))
 
@@ -148,13 +149,13 @@ def _identity_partition_columns(table: Any) -> list[str]:
 
 def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mode: str) -> int | None:
     """Write a frame into `table` (a pyiceberg Table, as loaded: its snapshot is the one the
-    commit is made against; local or in S3, reached with its FileIO's s3.* settings) as one commit, and return the snapshot id then current:
-    `write_files(folder, partition columns)` writes the frame's Parquet files into a new folder
-    of the table's data, in parallel (partitioned by the spec's identity columns, kept in the
-    files, which pyiceberg reads partition values from); then one transaction adds them
-    (`mode` "append"), or deletes every row and adds them ("overwrite"). A concurrent commit
-    makes pyiceberg refuse it. A write or commit that fails leaves no commit and deletes the
-    files it wrote."""
+    commit is made against; local or in S3, reached with its FileIO's s3.* settings) as one
+    commit, and return the snapshot id then current: `write_files(folder, partition columns)`
+    writes the frame's Parquet files into a new folder of the table's data, in parallel
+    (partitioned by the spec's identity columns, kept in the files, which pyiceberg reads
+    partition values from); then one transaction adds them (`mode` "append"), or deletes every
+    row and adds them ("overwrite"). A concurrent commit that conflicts makes pyiceberg refuse
+    it. A write or commit that fails leaves no commit and deletes the files it wrote."""
     from pyiceberg.expressions import AlwaysTrue
 
     io = table.io.properties
