@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -34,7 +34,15 @@ import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
 from ..errors import QueryFailed
-from .table_files import S3Options, column, parquet_files, register_union, table_filesystem, url_of
+from .table_files import (
+    S3Options,
+    column,
+    local_path,
+    parquet_files,
+    register_union,
+    table_filesystem,
+    url_of,
+)
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how a hive-style folder names a null value
@@ -91,9 +99,8 @@ def _file_path(table_uri: str, relative: str) -> str:
     """Where a file of the log is, as DataFusion reads it: a local path for a local table."""
     if "://" in relative:
         return relative
-    parsed = urlparse(table_uri)
-    if parsed.scheme in ("", "file"):
-        root = unquote(parsed.path) if parsed.scheme else table_uri
+    root = local_path(table_uri)
+    if root is not None:
         return os.path.join(root, unquote(relative))
     return table_uri.rstrip("/") + "/" + relative
 

@@ -40,7 +40,7 @@ from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
-from ..runtime.extensions import Extension, install, splittable_nodes
+from ..runtime.extensions import Extension, install, load, splittable_nodes
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
 from ..work_unit_feed.service import FeedService
@@ -79,10 +79,11 @@ class Engine:
     ) -> None:
         self.handlers = handlers
         self.progress = progress
-        self.extensions = tuple(extensions)
-        declare_splittable(splittable_nodes(self.extensions))
+        self.extensions = tuple(extensions)  # as given: names are checked on workers by them
+        loaded = tuple(load(e) for e in self.extensions)  # imported and made once, here
+        declare_splittable(splittable_nodes(loaded))
         # the user's session, carrying the extensions' codecs too: plans are encoded there
-        self.ctx = install(ctx if ctx is not None else SessionContext(), self.extensions)
+        self.ctx = install(ctx if ctx is not None else SessionContext(), loaded)
         self.config = config or DistributedConfig()
         self.initial_config = self.config  # what RESET distributed.<name> returns to
         self.config_lock = threading.Lock()
@@ -92,7 +93,7 @@ class Engine:
                 self.config.embedded_workers,
                 session_builder,
                 handlers=self.handlers.user,
-                extensions=self.extensions,
+                extensions=loaded,
             )
             self.resolver: WorkerResolver = self._cluster
         elif isinstance(workers, WorkerResolver):
@@ -129,9 +130,7 @@ class Engine:
         self._planning_lock = threading.Lock()
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
-        self._head_sessions = TaskSessions(
-            functools.partial(task_session, session_builder, None, self.extensions)
-        )
+        self._head_sessions = TaskSessions(functools.partial(task_session, session_builder, None, loaded))
         self._object_stores: ObjectStores = ()  # registered here: every task registers them too
         self._session_hook = session_builder is not None  # it may register stores of its own
         self._data_planes: dict[str, str] = {}  # worker URL -> where it serves streamed exchanges

@@ -29,6 +29,14 @@ def register_union(ctx: SessionContext, name: str, scans: list[DataFrame], schem
     ctx.register_view(name, frame)
 
 
+def local_path(uri: str) -> str | None:
+    """The path on this machine a table's path or `file://` URI names; None for another store."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    return uri if parsed.scheme == "" else None
+
+
 WRITE_MODES = ("append", "overwrite")
 
 
@@ -51,9 +59,10 @@ def table_filesystem(mode: str, table_uri: str, s3: S3Options, writer: str) -> t
     """
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, WRITE_MODES))}, not {mode!r}")
+    local = local_path(table_uri)
+    if local is not None:
+        return pafs.LocalFileSystem(), os.path.abspath(local)
     parsed = urlparse(table_uri)
-    if parsed.scheme in ("", "file"):
-        return pafs.LocalFileSystem(), os.path.abspath(unquote(parsed.path) if parsed.scheme else table_uri)
     if parsed.scheme not in ("s3", "s3a"):
         raise ValueError(f"{writer} writes local tables and tables in S3, not {table_uri}")
     endpoint = urlparse(s3.endpoint or "")

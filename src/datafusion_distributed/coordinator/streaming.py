@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..codec import scan_kind
 from ..codec.scan import object_store_url
+from ..distributed_planner.one_node import LOCAL_STORE
 from ..errors import WORKER_ERRORS
 from ..execution_plans.stage import BoundaryKind, DistributedPlan, StageInput
 from ..protocol.messages import StreamChannel, TaskInput
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
-LOCAL_STORE = "file:///"
 # "auto" spools: measured (benchmarks/README.md, "Streamed exchanges"), streaming ran TPC-H SF 1
 # no faster than files read in place, and the stages it pins lose adaptive re-planning.
 STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)

@@ -151,9 +151,10 @@ class DistributedConfig:
             inputs), or "auto": stream where that was measured to pay, spool elsewhere. In one
             process, where files are read in place, streaming measured no faster than spooling
             (TPC-H SF 1, benchmarks/README.md), so "auto" spools for now. "stream" streams what
-            it can: an output read by one task per partition, from local files, in one
-            process or through the workers' data planes (see docs/native.md); `DataFrame.metrics.streamed_stages` says which
-            streamed. A streamed run that loses a worker is run again spooled. Default "auto".
+            it can: an output read by one task per partition, from local files, in one process
+            or through the workers' data planes (see docs/native.md);
+            `DataFrame.metrics.streamed_stages` says which streamed. A streamed run that loses
+            a worker is run again spooled. Default "auto".
         connect_timeout: seconds to wait for a worker to answer a short call. Positive.
             Default 30.
         task_timeout: seconds a task may run before the query fails. Positive. Default 600.

@@ -103,6 +103,17 @@ def lost_type(logical_plan_text: str) -> str | None:
     return None
 
 
+# Nodes of libraries whose tables the library reads its own way, and what to do instead.
+KNOWN_FOREIGN_NODES = {
+    "DeltaScanExec": (
+        "a Delta table read by deltalake's own table provider (DeltaScanExec) runs on one node: "
+        "register it with DistributedContext.register_delta to split its scan across tasks (which "
+        "reads it so too while its files have deletion vectors, which only deltalake applies; see "
+        "docs/lakehouse.md)"
+    ),
+}
+
+
 def unserialisable(plan: ExecutionPlan, codecs: SessionContext | None = None) -> str:
     """Why DataFusion cannot serialise `plan` (with the extension codecs of `codecs`): its
     deepest node that has no serialised form, or the topmost of a compiled library (whose
@@ -117,13 +128,8 @@ def unserialisable(plan: ExecutionPlan, codecs: SessionContext | None = None) ->
                 return unserialisable(child, codecs)
     else:  # a compiled library's node: its codec is not installed
         name = line.split(":", 1)[1].split(",", 1)[0].strip()
-        if name == "DeltaScanExec":
-            return (
-                "a Delta table read by deltalake's own table provider (DeltaScanExec) runs on one "
-                "node: register it with DistributedContext.register_delta to split its scan across "
-                "tasks (which reads it so too while its files have deletion vectors, which only "
-                "deltalake applies; see docs/lakehouse.md)"
-            )
+        if name in KNOWN_FOREIGN_NODES:
+            return KNOWN_FOREIGN_NODES[name]
         return (
             f"{name}, a node of a compiled library, has no serialised form without its codec: give "
             "DistributedContext the library's FFI physical extension codec (extensions=[...], see "
