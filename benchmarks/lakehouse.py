@@ -9,8 +9,9 @@ format's reader), single-node DataFusion over the view ``register_delta`` makes 
 scans, in one process), and the view distributed over a ``LocalCluster`` of ``--workers`` worker
 processes, each pinned to a core of its own (``--no-pin`` to share). Every answer is checked
 against the provider's. It prints the best time of each side with its ratio to the provider's,
-the most tasks of a stage of the distributed plan, and how many scans it reads (a folder whose
-Parquet files are all live is one scan; a filter on the partition column drops the others).
+the most tasks of a stage of the distributed plan, how many scans it reads (a folder whose
+Parquet files are all live is one scan; a filter on the partition column drops the others),
+and how many files the files' statistics let it skip.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datafusion import SessionConfig, SessionContext
 
 from datafusion_distributed import DistributedConfig, DistributedContext, LocalCluster
 from datafusion_distributed.api.delta import load_delta, register_delta
+from datafusion_distributed.distributed_planner.file_pruning import TableStatistics
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.tpch import tpch_data
 
@@ -40,6 +42,11 @@ QUERIES = {
         "AND l_shipdate < DATE '1995-01-01' AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
     ),
     "one partition": "SELECT l_linestatus, count(*) AS n, sum(l_quantity) AS qty FROM lineitem WHERE l_returnflag = 'R' GROUP BY 1 ORDER BY 1",
+    # lineitem is written in order of l_orderkey, one range per append: file statistics prune
+    "order key range": (
+        "SELECT l_returnflag, count(*) AS n, sum(l_quantity) AS qty FROM lineitem "
+        "WHERE l_orderkey BETWEEN 1000000 AND 1100000 GROUP BY 1 ORDER BY 1"
+    ),
 }
 PROVIDER, VIEW, DISTRIBUTED = "deltalake provider", "register_delta, one node", "register_delta, distributed"
 SIDES = (PROVIDER, VIEW, DISTRIBUTED)
@@ -74,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     provider = SessionContext(SessionConfig().with_target_partitions(args.workers))
     provider.register_table("lineitem", snapshot)
     view = SessionContext(SessionConfig().with_target_partitions(args.workers))
-    files = register_delta(view, "lineitem", snapshot).files
+    files = register_delta(view, "lineitem", snapshot, TableStatistics()).files
     print(
         f"lineitem at SF {args.sf}: a Delta table of {files} files, version {snapshot.version()}", flush=True
     )
@@ -100,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{side} {best[side]:.3f}s ({best[side] / best[PROVIDER]:.2f}x)" for side in SIDES
                 )
                 print(
-                    f"  {name:<18} {ratios}  scans {len(scans)} (of a table of {files} files), tasks {tasks}",
+                    f"  {name:<18} {ratios}  scans {len(scans)} (of a table of {files} files), tasks {tasks}, "
+                    f"{'; '.join(plan.pruned) or 'no file statistics used'}",
                     flush=True,
                 )
         finally:

@@ -3,7 +3,7 @@
 //!
 //! `exchange` holds the two plan nodes, `channels` the process's streams between them,
 //! `net` the server and client that carry streams between processes, and `codec` the way the
-//! nodes travel in plan bytes. `python` (the `python` feature) is the module Python imports.
+//! nodes travel in plan bytes. `pruning` tells the planner which files of a table a scan can skip. `python` (the `python` feature) is the module Python imports.
 
 use std::sync::LazyLock;
 
@@ -11,6 +11,7 @@ pub mod channels;
 pub mod codec;
 pub mod exchange;
 pub mod net;
+pub mod pruning;
 #[cfg(feature = "python")]
 mod python;
 

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyCapsule};
 use crate::channels;
 use crate::codec::{self, ExchangeCodec, CODEC_ID};
 use crate::exchange::{ChannelRef, SinkKey};
-use crate::{net, runtime};
+use crate::{net, pruning, runtime};
 
 /// The codec of the exchange nodes, for `SessionContext.with_physical_extension_codec`.
 #[pyclass(name = "ExchangeCodec", frozen)]
@@ -136,6 +136,13 @@ fn open_channels() -> usize {
 }
 
 /// Serve this process's channels to other processes on `host` and `port` (0: any); the port.
+/// For each file of `statistics`, whether rows of it may satisfy the predicate of the Parquet
+/// scan `scan`; None when it has none (see `pruning`).
+#[pyfunction]
+fn files_to_read(scan: &[u8], statistics: &[u8]) -> PyResult<Option<Vec<bool>>> {
+    pruning::files_to_read(scan, statistics).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 #[pyfunction]
 fn serve(host: &str, port: u16) -> PyResult<u16> {
     net::serve(host, port)
@@ -159,6 +166,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(source_plan_with_schema, m)?)?;
     m.add_function(wrap_pyfunction!(inline_schema, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
+    m.add_function(wrap_pyfunction!(files_to_read, m)?)?;
     m.add_function(wrap_pyfunction!(set_token, m)?)?;
     m.add("CODEC_ID", CODEC_ID)?;
     Ok(())

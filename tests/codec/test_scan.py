@@ -17,6 +17,7 @@ from datafusion_distributed.codec import (
     restrict_file_groups,
     scan_kind,
     with_file_groups,
+    without_files,
 )
 from datafusion_distributed.codec import fields as F
 from datafusion_distributed.codec.wire import WireError, iter_fields
@@ -205,6 +206,36 @@ def test_with_file_groups_can_read_a_byte_range(tmp_path):
     whole = with_file_groups(raw, [first])
     assert file_groups(whole) == [[ScannedFile(first[0].path, first[0].size)]]
     assert sorted(_run(whole)[1][0]) == list(range(50_000))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_files_keeps_every_partition_and_the_other_files(kind, data):
+    raw = _scan_bytes(kind, data[kind][0], partitions=2)
+    groups = file_groups(raw)
+    dropped = {groups[0][0].path, *(f.path for f in groups[1])}
+    kept = without_files(raw, dropped)
+    assert file_groups(kept) == [[f for f in g if f.path not in dropped] for g in groups]
+    left = [int(f.path.rsplit("part-", 1)[1].split(".")[0]) for f in file_groups(kept)[0]]
+    assert _run(kept) == (2, [_ids(left), []])
+
+
+def test_without_files_keeps_the_byte_ranges_of_the_files_left(tmp_path):
+    for name in ("big", "other"):
+        pq.write_table(
+            pa.table({"id": list(range(50_000))}), tmp_path / f"{name}.parquet", row_group_size=5_000
+        )
+    config = (
+        SessionConfig().with_target_partitions(3).set("datafusion.optimizer.repartition_file_min_size", "1")
+    )
+    ctx = SessionContext(config)
+    ctx.register_parquet("t", str(tmp_path))
+    raw = ctx.sql("SELECT id FROM t").execution_plan().to_bytes()
+    groups = file_groups(raw)
+    assert any(f.range is not None for g in groups for f in g)
+    other = next(f.path for g in groups for f in g if f.path.endswith("other.parquet"))
+    kept = without_files(raw, {other})
+    assert file_groups(kept) == [[f for f in g if f.path != other] for g in groups]
+    assert sorted(v for part in _run(kept)[1] for v in part) == list(range(50_000))
 
 
 def test_avro_scans_do_not_serialise_in_this_wheel(tmp_path):

@@ -452,7 +452,7 @@ class DistributedContext:
             raise
         except Exception as exc:  # deltalake's errors: no table there, no such version
             raise QueryFailed(f"Delta table {table!s}: {exc}") from exc
-        return register_delta(self.ctx, name, snapshot)
+        return register_delta(self.ctx, name, snapshot, self._engine.file_statistics)
 
     def register_iceberg(
         self, name: str, table: Any, snapshot_id: int | None = None, catalog: Any = None
@@ -472,7 +472,7 @@ class DistributedContext:
         """
         try:
             loaded = load_iceberg(table, catalog)
-            return register_iceberg(self.ctx, name, loaded, snapshot_id)
+            return register_iceberg(self.ctx, name, loaded, snapshot_id, self._engine.file_statistics)
         except (ImportError, ValueError):
             raise
         except Exception as exc:  # pyiceberg's errors: no such table or snapshot

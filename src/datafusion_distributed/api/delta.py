@@ -8,7 +8,8 @@ added later, reads as nulls) and renamed from its physical name (column mapping)
 partition values added as literals; the scans are joined by UNION ALL into the view the table
 is registered as. So only the snapshot's files are read, a filter on a partition column prunes
 files while the query is planned (a scan whose literal fails the filter is dropped), and the
-scans split across tasks like any others.
+scans split across tasks like any others. The log's statistics of each file (minimum,
+maximum, null count) let the planner skip the files a query's filter cannot match.
 
 What this scan cannot apply keeps the table on deltalake's own provider, which DataFusion runs
 on one node with a note: deletion vectors (rows deleted without rewriting their file).
@@ -24,29 +25,35 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
+from ..distributed_planner.file_pruning import FileStatistics, TableStatistics
 from ..errors import QueryFailed
 from .table_files import (
     S3Options,
     column,
+    file_statistics,
     local_path,
     parquet_files,
     register_union,
     table_filesystem,
     url_of,
+    without_long_strings,
 )
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how a hive-style folder names a null value
 DELETION_VECTORS = "deletionVectors"
+STATS = ("min", "max", "null_count")  # the statistics the log keeps per column of each file
+STRING_PREFIX = 32  # writers may keep a string's bounds cut to this many characters
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,12 @@ def _file_path(table_uri: str, relative: str) -> str:
     return table_uri.rstrip("/") + "/" + relative
 
 
-def register_delta(ctx: SessionContext, name: str, dt: Any) -> DeltaRegistration:
-    """Register the snapshot `dt` (a loaded `deltalake.DeltaTable`) on `ctx` as `name`."""
+def register_delta(ctx: SessionContext, name: str, dt: Any, statistics: TableStatistics) -> DeltaRegistration:
+    """Register the snapshot `dt` (a loaded `deltalake.DeltaTable`) on `ctx` as `name`, and
+    its files' statistics in `statistics`."""
     version = dt.version()
     if _deletion_vectors(dt):
+        statistics.register(name, None)
         ctx.register_table(name, dt)
         return DeltaRegistration(
             version, len(dt.file_uris()), "its files have deletion vectors, which only deltalake applies"
@@ -122,13 +131,51 @@ def register_delta(ctx: SessionContext, name: str, dt: Any) -> DeltaRegistration
     file_schema = pa.schema(
         [f.with_name(physical[f.name]).remove_metadata() for f in schema if f.name not in partitions]
     )
-    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    table = pa.table(dt.get_add_actions(flatten=True))
+    actions = table.to_pylist()
     scans = [
         _scan(ctx, path, action, schema, file_schema, physical, partitions)
         for path, action in _scanned_paths(dt.table_uri, actions, sorted(partitions))
     ]
     register_union(ctx, name, scans, schema)
+    paths = [_file_path(dt.table_uri, a["path"]) for a in actions]
+    statistics.register(name, _file_statistics(name, paths, table, file_schema, physical))
     return DeltaRegistration(version, len(actions))
+
+
+def _file_statistics(
+    name: str, paths: list[str], actions: pa.Table, file_schema: pa.Schema, physical: dict[str, str]
+) -> FileStatistics:
+    """The statistics the log keeps for each live file (its `add` action's `stats`), by the
+    files' column names: a maximum timestamp, kept to the millisecond below, is raised by one;
+    a maximum string of 32 characters or more, which writers may cut short, is not used."""
+    logical = {value: key for key, value in physical.items()}
+    columns = {}
+    for field in file_schema:
+        found = [_stat(actions, kind, field.name, logical.get(field.name)) for kind in STATS]
+        low, high, nulls = found
+        if high is not None and pa.types.is_timestamp(field.type):
+            high = _raised(high)
+        if high is not None and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            high = without_long_strings(high.cast(field.type), STRING_PREFIX)
+        columns[field.name] = (field.type, low, high, nulls)
+    return file_statistics(name, paths, columns, actions.column("num_records").combine_chunks())
+
+
+def _stat(actions: pa.Table, kind: str, name: str, logical: str | None) -> pa.Array | None:
+    """The column `kind.name` of the flattened add actions (by logical name, else physical)."""
+    for key in (f"{kind}.{logical}", f"{kind}.{name}"):
+        if key in actions.column_names:
+            return actions.column(key).combine_chunks()
+    return None
+
+
+def _raised(timestamps: pa.Array) -> pa.Array | None:
+    """`timestamps` one millisecond later (None when they cannot be)."""
+    try:
+        return pc.add(timestamps, pa.scalar(timedelta(milliseconds=1)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
 
 
 def _scanned_paths(

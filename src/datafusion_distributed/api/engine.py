@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from datafusion import DataFrame, SessionContext
-from datafusion.plan import LogicalPlan
+from datafusion.plan import ExecutionPlan, LogicalPlan
 
 from ..clusters.embedded import EmbeddedCluster
 from ..coordinator.liveness import LivenessMonitor
@@ -31,6 +31,7 @@ from ..dashboard.server import Dashboard
 from ..dashboard.workers import WorkerStatus
 from ..distributed_planner.boundaries import declare_splittable
 from ..distributed_planner.config import DistributedConfig, QueryPlanConfig
+from ..distributed_planner.file_pruning import TableStatistics, pruned_plan
 from ..distributed_planner.one_node import choose_plan
 from ..distributed_planner.planner import plan_query
 from ..errors import ContextClosed, WorkersUnavailable, WorkerUnreachable
@@ -79,6 +80,7 @@ class Engine:
     ) -> None:
         self.handlers = handlers
         self.progress = progress
+        self.file_statistics = TableStatistics()  # of the lakehouse tables registered
         self.extensions = tuple(extensions)  # as given: names are checked on workers by them
         loaded = tuple(load(e) for e in self.extensions)  # imported and made once, here
         declare_splittable(splittable_nodes(loaded))
@@ -249,12 +251,18 @@ class Engine:
                 self.handlers,
                 logical.display_indent_schema(),
                 self._head_sessions.base(),  # built as the workers' are: what a task plan meets
+                self.file_statistics,
             )
             return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
 
         lacking = self._lacking_extensions(workers)
-        plan = choose_plan(df, self.ctx, cut, stores, self._session_hook, lacking)
+        plan = choose_plan(df, self.ctx, cut, stores, self._session_hook, lacking, self._pruned)
         return PlannedQuery(dataclasses.replace(plan, settings=changed_settings(config)), config)
+
+    def _pruned(self, plan: ExecutionPlan) -> tuple[ExecutionPlan, tuple[str, ...]]:
+        """`plan`, of one task run here, without the files the tables' statistics rule out."""
+        physical, pruned = pruned_plan(plan, self.ctx, self.file_statistics)
+        return physical, tuple(p.describe() for p in pruned)
 
     def run(self, planned: PlannedQuery, handlers: HandlerChain, sql: str = "") -> QueryRun:
         """A run of `planned` on the current workers, its events going to `handlers` and into

@@ -7,7 +7,9 @@ DataFusion's, its columns matched to the table's by Iceberg field id (so a renam
 read under its old name in older files, a column added later reads as nulls, a promoted type
 is cast), an identity partition's column taken from the file's partition value as a literal
 (a filter on it then drops whole files while the query is planned). The scans are joined by
-UNION ALL into the view the table is registered as (see `table_files`).
+UNION ALL into the view the table is registered as (see `table_files`). The manifests'
+bounds and null counts of each file let the planner skip the files a query's filter cannot
+match.
 
 A snapshot with delete files (merge-on-read deletes, which pyiceberg applies) is read by
 pyiceberg into memory in the coordinator instead, with the registration saying so.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import struct
 import uuid
 import warnings
 from collections.abc import Callable
@@ -27,8 +30,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datafusion import DataFrame, SessionContext, lit
 
+from ..distributed_planner.file_pruning import FileStatistics, TableStatistics
 from ..errors import QueryFailed
-from .table_files import S3Options, column, parquet_files, register_union, table_filesystem, url_of
+from .table_files import (
+    S3Options,
+    column,
+    file_statistics,
+    parquet_files,
+    register_union,
+    table_filesystem,
+    url_of,
+)
 
 FIELD_ID = b"PARQUET:field_id"
 
@@ -65,9 +77,10 @@ def _data_path(path: str) -> str:
 
 
 def register_iceberg(
-    ctx: SessionContext, name: str, table: Any, snapshot_id: int | None
+    ctx: SessionContext, name: str, table: Any, snapshot_id: int | None, statistics: TableStatistics
 ) -> IcebergRegistration:
-    """Register `table` (a pyiceberg Table) at `snapshot_id` (None: its current one) on `ctx`."""
+    """Register `table` (a pyiceberg Table) at `snapshot_id` (None: its current one) on `ctx`,
+    and its files' statistics in `statistics`."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
     from pyiceberg.transforms import IdentityTransform
 
@@ -77,11 +90,12 @@ def register_iceberg(
     arrow = schema_to_pyarrow(schema, include_field_ids=False)
     tasks = planned_files(scan)
     if any(task.delete_files for task in tasks):
+        statistics.register(name, None)
         ctx.register_record_batches(name, [scan.to_arrow().to_batches()])
         reason = "its snapshot has delete files, which pyiceberg applies: read into memory by pyiceberg"
         return IcebergRegistration(snapshot.snapshot_id, len(tasks), reason)
     specs = table.specs()
-    scans = []
+    scans, written_schemas = [], []
     for task in tasks:
         identity = {
             field.source_id: task.file.partition[i]
@@ -90,9 +104,64 @@ def register_iceberg(
         }
         with table.io.new_input(task.file.file_path).open() as footer:  # wherever the table is
             written = pq.read_schema(footer)
+        written_schemas.append(written)
         scans.append(_file_scan(ctx, _data_path(task.file.file_path), written, schema, arrow, identity))
     register_union(ctx, name, scans, arrow)
+    statistics.register(name, _file_statistics(name, tasks, written_schemas, schema))
     return IcebergRegistration(snapshot.snapshot_id if snapshot else None, len(tasks))
+
+
+def _file_statistics(name: str, tasks: list[Any], written: list[pa.Schema], schema: Any) -> FileStatistics:
+    """The statistics the manifests keep for each data file (its lower and upper bounds, which
+    Iceberg keeps wide of the values even when cut short, and null counts), by the files' own
+    column names: a name that stands for different fields or types in different files has
+    none."""
+    from pyiceberg.conversions import from_bytes
+
+    columns: dict[str, tuple[int, pa.DataType]] = {}
+    clashing = set()
+    for file_schema in written:
+        for field_id, field in _fields_by_id(file_schema).items():
+            if columns.setdefault(field.name, (field_id, field.type)) != (field_id, field.type):
+                clashing.add(field.name)
+    bounds = {}
+    for column_name, (field_id, kind) in columns.items():
+        try:
+            field_type = schema.find_field(field_id).field_type
+        except ValueError:  # a field the snapshot's schema has dropped
+            continue
+        if column_name in clashing:
+            continue
+
+        def decoded(
+            found: dict[int, bytes] | None, field_type: Any = field_type, field_id: int = field_id
+        ) -> Any:
+            raw = (found or {}).get(field_id)
+            try:
+                return None if raw is None else from_bytes(field_type, raw)
+            except (ValueError, TypeError, struct.error):
+                return None
+
+        low = [decoded(task.file.lower_bounds) for task in tasks]
+        high = [decoded(task.file.upper_bounds) for task in tasks]
+        nulls = [(task.file.null_value_counts or {}).get(field_id) for task in tasks]
+        bounds[column_name] = (kind, _array(low, kind), _array(high, kind), pa.array(nulls, pa.uint64()))
+    paths = [_data_path(task.file.file_path) for task in tasks]
+    row_counts = pa.array([task.file.record_count for task in tasks], pa.uint64())
+    return file_statistics(name, paths, bounds, row_counts)
+
+
+def _fields_by_id(written: pa.Schema) -> dict[int, pa.Field]:
+    """The top-level columns of a data file, by Iceberg field id."""
+    return {int(f.metadata[FIELD_ID]): f for f in written if f.metadata and FIELD_ID in f.metadata}
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array | None:
+    """`values` as an Arrow array of `kind`; None when they do not convert."""
+    try:
+        return pa.array(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError):
+        return None
 
 
 def planned_files(scan: Any) -> list[Any]:
@@ -110,7 +179,7 @@ def _file_scan(
 ) -> DataFrame:
     """The data file at `path`, whose own schema is `written`, as a DataFrame of the table's
     columns, matched by field id (by name in a file written without field ids)."""
-    by_id = {int(f.metadata[FIELD_ID]): f.name for f in written if f.metadata and FIELD_ID in f.metadata}
+    by_id = {field_id: f.name for field_id, f in _fields_by_id(written).items()}
     by_name = {f.name: f.name for f in written} if not by_id else {}
     columns = []
     for field, target in zip(schema.fields, arrow, strict=True):

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from datafusion import DataFrame, Expr, SessionContext, col
+
+from ..distributed_planner.file_pruning import FileStatistics, scan_path
 
 
 def column(name: str) -> Expr:
@@ -27,6 +30,52 @@ def register_union(ctx: SessionContext, name: str, scans: list[DataFrame], schem
         functools.reduce(lambda a, b: a.union(b), scans) if scans else ctx.from_arrow(schema.empty_table())
     )
     ctx.register_view(name, frame)
+
+
+Bounds = tuple[pa.DataType, pa.Array | None, pa.Array | None, pa.Array | None]  # type, min, max, nulls
+
+
+def _prunable(kind: pa.DataType) -> bool:
+    """Whether a column of type `kind` may be pruned by its files' bounds. Not floating point:
+    the formats leave NaN out of a file's bounds, and DataFusion orders NaN above every number."""
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_boolean(kind)
+    )
+
+
+def file_statistics(
+    table: str, paths: list[str], columns: dict[str, Bounds], row_counts: pa.Array
+) -> FileStatistics:
+    """The statistics of a table's files at `paths` (as DataFusion reads them) for pruning
+    scans (see `file_pruning`): for each column of the files, by the name it has in them, its
+    type there, and each file's minimum, maximum and null count (each None where the format
+    keeps none); a file's bound that the format may have cut short must already be widened,
+    or null. Bounds of types unsafe to prune with, or that do not convert, are left out."""
+    arrays: dict[str, pa.Array] = {}
+    for name, (kind, low, high, nulls) in columns.items():
+        for label, bound in (("min", low), ("max", high)):
+            if bound is not None and _prunable(kind):
+                try:
+                    arrays[f"{label}:{name}"] = bound.cast(kind)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    pass  # a bound of another type than the column's: not used
+        if nulls is not None:
+            arrays[f"null_count:{name}"] = nulls.cast(pa.uint64())
+    arrays["row_count"] = row_counts.cast(pa.uint64())
+    batch = pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
+    return FileStatistics(table, tuple(scan_path(p) for p in paths), batch)
+
+
+def without_long_strings(bounds: pa.Array, length: int) -> pa.Array:
+    """String `bounds` with those of `length` characters or more made null: a format that
+    cuts bounds to that length keeps a maximum that may be below the true one."""
+    return pc.if_else(pc.less(pc.utf8_length(bounds), length), bounds, pa.scalar(None, bounds.type))
 
 
 def local_path(uri: str) -> str | None:

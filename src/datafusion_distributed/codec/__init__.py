@@ -24,6 +24,7 @@ from .scan import (
     scan_kind,
     with_file_groups,
     with_output_names,
+    without_files,
 )
 from .splice import SpliceError, replace_subtree, subtree_offsets
 from .wire import WireError
@@ -39,4 +40,5 @@ __all__ = [
     "subtree_offsets",
     "with_file_groups",
     "with_output_names",
+    "without_files",
 ]

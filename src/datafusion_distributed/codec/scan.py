@@ -113,6 +113,28 @@ def restrict_file_groups(node: bytes, keep: list[int]) -> bytes:
     return _with_conf(node, kept + others)
 
 
+def without_files(node: bytes, paths: set[str]) -> bytes:
+    """A copy of scan `node` that does not read the files at `paths`: every partition keeps
+    its other files (a partition may be left with none), each as it was, byte range included.
+    The scan's statistics described the files it had, so they are dropped (left unknown)."""
+    _, _, _, conf = _base_conf(node)
+    kept = b""
+    for part in iter_fields(conf):
+        if part.number == F.CONF_STATISTICS:
+            continue
+        if part.number != F.CONF_FILE_GROUPS:
+            kept += conf[part.start : part.end]
+            continue
+        group = part.payload(conf)
+        files = b"".join(
+            group[f.start : f.end]
+            for f in iter_fields(group)
+            if f.number != F.GROUP_FILES or _decode_file(f.payload(group)).path not in paths
+        )
+        kept += encode_len_field(F.CONF_FILE_GROUPS, files)
+    return _with_conf(node, kept + encode_len_field(F.CONF_STATISTICS, b""))
+
+
 def _encode_file(file: ScannedFile) -> bytes:
     return encode_len_field(F.FILE_PATH, file.path.encode()) + encode_varint_field(F.FILE_SIZE, file.size)
 

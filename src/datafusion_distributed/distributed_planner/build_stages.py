@@ -24,7 +24,7 @@ from ..execution_plans.stage import (
 )
 from .boundaries import splits_write
 from .broadcast import broadcast_join
-from .fragments import Edge, Fragment, cut_edges, split_union_scans, stage_leaves
+from .fragments import Edge, Fragment, cut_edges, split_union_scans, stage_leaves, union_partitions
 from .rounds import runs_in_rounds
 from .skew import skew_inputs
 
@@ -212,8 +212,8 @@ def _scan_shares(fragment: Fragment) -> list[_ScanShares]:
     stage's tasks."""
     together = {id(scan): scan for scan in split_union_scans(fragment)} if fragment.tasks > 1 else {}
     groups_of = {id(scan): file_groups(scan.raw) for scan, _ in stage_leaves(fragment, "scans")}
-    # the scans shared out together: their partitions, in order, chunked as one list
-    listed = [(i, g) for i in together for g in range(len(groups_of[i]))]
+    # the scans shared out together: their partitions with files, in order, chunked as one list
+    listed = [(id(scan), g) for scan, g in union_partitions(list(together.values()))]
     chunks = [[listed[j] for j in chunk] for chunk in _chunks(len(listed), fragment.tasks)]
     scans = []
     for scan, whole in stage_leaves(fragment, "scans"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..codec import file_groups
 from ..codec.memory import MemoryScan
 from ..execution_plans.plan_node import PlanNode
 from ..execution_plans.stage import BoundaryKind
@@ -62,6 +63,13 @@ def split_union_scans(fragment: Fragment) -> list[PlanNode]:
     if len(split) < 2 or others or not all(id(scan) in fragment.union_scans for scan in split):
         return []
     return split
+
+
+def union_partitions(scans: list[PlanNode]) -> list[tuple[PlanNode, int]]:
+    """The partitions of `scans`, shared out together (see `split_union_scans`), in order, as
+    (scan, file group index): those that read a file. A partition that file pruning left with
+    none is read by no task."""
+    return [(scan, index) for scan in scans for index, files in enumerate(file_groups(scan.raw)) if files]
 
 
 def edge_units(edge: Edge) -> int:

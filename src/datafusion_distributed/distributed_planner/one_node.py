@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from datafusion import DataFrame, SessionContext
 from datafusion.expr import DmlStatement, EmptyRelation
-from datafusion.plan import LogicalPlan
+from datafusion.plan import ExecutionPlan, LogicalPlan
 
 from ..codec import scan_kind
 from ..codec.feed_scan import FEED_FILE_PREFIX
@@ -116,12 +116,15 @@ def choose_plan(
     stores: ObjectStores,
     session_hook: bool = False,
     workers_unfit: str = "",
+    prune: Callable[[ExecutionPlan], tuple[ExecutionPlan, tuple[str, ...]]] = lambda plan: (plan, ()),
 ) -> DistributedPlan:
     """The plan `df` (a DataFrame of the user's context `ctx`) runs as: `cut(logical plan)`, the
     plan cut into stages, unless the query must stay on one node; then DataFusion's own plan
     of it in `ctx`, with the reason. `stores` travel with the tasks; `session_hook`: the
     sessions tasks run in are built by the user's hook, which may register other stores;
-    `workers_unfit`: why the workers cannot decode task plans ("" if they can)."""
+    `workers_unfit`: why the workers cannot decode task plans ("" if they can); `prune`: the
+    plan a query of one task runs here without the files statistics rule out, and what they
+    were (see `file_pruning.pruned_plan`)."""
     logical = df.logical_plan()
     try:
         if acts_when_planned(logical):
@@ -142,11 +145,13 @@ def choose_plan(
             elif plan.in_memory:
                 # Run exactly what the user's own context runs: planned with their settings
                 # (partitions, memory limit), showing their information_schema.
-                plan = single_node_plan(df.execution_plan(), ctx, plan.single_node, plan.final.reason)
+                physical, pruned = prune(df.execution_plan())
+                plan = single_node_plan(physical, ctx, plan.single_node, plan.final.reason)
                 if (
                     not plan.single_node and plan.physical is not None
                 ):  # one task, not kept for travelling unfaithfully
-                    plan = dataclasses.replace(plan, physical=with_yield_points(plan.physical, ctx, logical))
+                    physical = with_yield_points(plan.physical, ctx, logical)
+                    plan = dataclasses.replace(plan, physical=physical, pruned=pruned)
     except Exception as exc:  # DataFusion raises plain Exception
         raise QueryFailed.of(exc) from (None if said_all(exc) else exc)
     check_feed_reads(plan)

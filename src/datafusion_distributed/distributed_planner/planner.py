@@ -2,6 +2,9 @@
 
 `plan_query` runs the passes in order, each in a module of its own:
 
+Before them, `file_pruning` drops from each scan the files a table's statistics prove its
+predicate cannot match.
+
 1. `series_repair`: repair the bytes DataFusion serialises wrongly.
 2. `cut_boundaries`: walk the plan from the root; each boundary (see `boundaries`) starts a
    producer fragment, and each memory table larger than `memory_table_inline_bytes` becomes an
@@ -35,6 +38,7 @@ from .build_stages import Built, build_stages
 from .config import QueryPlanConfig
 from .cut_boundaries import collect_fragments
 from .fidelity import travel_blocker, unserialisable
+from .file_pruning import TableStatistics, prune_files
 from .fold_boundaries import fold_boundaries
 from .fragments import Fragment, count_stages
 from .series_repair import with_series_repaired
@@ -76,17 +80,21 @@ def plan_query(
     handlers: HandlerChain | None = None,
     logical_plan_text: str = "",
     worker_session: SessionContext | None = None,
+    file_statistics: TableStatistics | None = None,
 ) -> DistributedPlan:
     """Cut `plan`, planned in `session`, into stages, or keep it on one node when it cannot
     travel faithfully as bytes to workers decoding it in sessions like `worker_session` (see
-    `fidelity`; `logical_plan_text` is the query's logical plan with its schemas). Either way
-    the result keeps the in-memory plan, which a plan of one task runs from."""
+    `fidelity`; `logical_plan_text` is the query's logical plan with its schemas). Scans of
+    the files of `file_statistics` are pruned with them. Either way the result keeps the
+    in-memory plan, which a plan of one task runs from (see `file_pruning.pruned_plan`)."""
     codecs = session if session.physical_extension_codec_ids() else None  # the user's extensions'
     try:
         root = PlanNode.from_plan(plan, ctx=codecs)
     except Exception:  # DataFusion raises plain Exception
         return _kept_on_one_node(plan, session, unserialisable(plan, codecs))
-    stages = plan_stages(root, config, handlers)  # passes 1 to 5
+    pruned_root, pruned = prune_files(root, file_statistics)
+    stages = plan_stages(pruned_root, config, handlers)  # passes 1 to 5
+    stages = replace(stages, pruned=tuple(p.describe() for p in pruned))
     # 6. check that the stages' bytes decode, in a worker's session, to the plan they came from
     if stages.is_distributed:
         blocker = travel_blocker(plan, root, session, logical_plan_text, worker_session)

@@ -3,12 +3,10 @@ cut from them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from datafusion.plan import ExecutionPlan
 
 from ..codec.generate_series import repaired_series
-from ..execution_plans.plan_node import PlanNode, replace_nodes
+from ..execution_plans.plan_node import PlanNode, replace_leaves
 
 
 def with_series_repaired(root: PlanNode) -> PlanNode:
@@ -20,18 +18,7 @@ def with_series_repaired(root: PlanNode) -> PlanNode:
         fixed = None if node.children else repaired_series(node.raw)
         if fixed is not None:
             repairs[id(node)] = fixed
-    if not repairs:
-        return root
-
-    def rebuild(node: PlanNode) -> PlanNode:
-        if id(node) in repairs:
-            return replace(node, raw=repairs[id(node)])
-        children = tuple(rebuild(child) for child in node.children)
-        if all(new is old for new, old in zip(children, node.children, strict=True)):
-            return node
-        return replace(node, raw=replace_nodes(node.raw, list(node.walk()), repairs), children=children)
-
-    return rebuild(root)
+    return replace_leaves(root, repairs)
 
 
 def as_sent(plan: ExecutionPlan) -> PlanNode:

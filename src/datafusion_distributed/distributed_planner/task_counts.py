@@ -9,7 +9,7 @@ from ..events.chain import HandlerChain
 from ..events.handlers import TaskCountRequest
 from ..execution_plans.stage import BoundaryKind
 from .config import QueryPlanConfig
-from .fragments import Fragment, edge_units, split_union_scans
+from .fragments import Fragment, edge_units, split_union_scans, union_partitions
 from .scan_size import scanned_bytes
 
 
@@ -26,7 +26,7 @@ def assign_task_counts(fragment: Fragment, config: QueryPlanConfig, handlers: Ha
     split_feeds = [feed for feed, whole in fragment.feeds if not whole]
     feed_tasks = tuple(collected_feed_scan(feed.raw).tasks for feed in split_feeds)
     together = split_union_scans(fragment)  # shared out as one list of partitions
-    units = [sum(scan.partitions for scan in together)] if together else [s.partitions for s in split_scans]
+    units = [len(union_partitions(together))] if together else [s.partitions for s in split_scans]
     units += [edge_units(e) for e in split_edges]
     units += [feed.partitions for feed in split_feeds]
     if fragment.hazards:

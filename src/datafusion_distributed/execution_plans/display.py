@@ -197,12 +197,16 @@ class _StageRenderer:
             if entry_kind != kind:
                 continue
             every_task_all = all(list(t) == groups for t in per_task)
-            shared_out = [g for t in per_task for g in t] == groups
+            # tasks sharing scans out read only their partitions with files (see file pruning)
+            shared_out = [g for t in per_task for g in t] == [g for g in groups if g]
             if (every_task_all and (whole or len(per_task) == 1)) or (shared_out and not whole):
                 del self.scan_entries[position]
                 break
         else:
             self._emit(depth, "(files of this scan not found among the stage's tasks)")
+            return
+        if not any(groups):
+            self._emit(depth, "(no files: every file skipped by statistics)")
             return
         if every_task_all and (whole or len(per_task) == 1):
             label = "every task" if len(per_task) > 1 else "task 0"
@@ -252,4 +256,5 @@ def display_distributed_plan(plan: DistributedPlan, annotations: Annotations | N
     header = [f"settings: {', '.join(plan.settings)}"] if plan.settings else []
     if plan.object_stores and plan.is_distributed:
         header.append(f"object stores: {'; '.join(store.describe() for store in plan.object_stores)}")
+    header.extend(f"files: {line}" for line in plan.pruned)
     return "\n".join(header + stages) + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from datafusion import SessionContext
 from datafusion.plan import ExecutionPlan
@@ -97,6 +97,23 @@ def replace_nodes(plan: bytes, walk: list[PlanNode], replacements: dict[int, byt
     for node, occurrence in reversed(targets):
         plan = replace_subtree(plan, node.raw, replacements[id(node)], occurrence)
     return plan
+
+
+def replace_leaves(root: PlanNode, replacements: dict[int, bytes]) -> PlanNode:
+    """`root` with the bytes of the leaves keyed (by id) in `replacements` replaced, and so
+    those of their ancestors; the nodes' names, lines and partition counts are kept."""
+    if not replacements:
+        return root
+
+    def rebuild(node: PlanNode) -> PlanNode:
+        if id(node) in replacements:
+            return replace(node, raw=replacements[id(node)])
+        children = tuple(rebuild(child) for child in node.children)
+        if all(new is old for new, old in zip(children, node.children, strict=True)):
+            return node
+        return replace(node, raw=replace_nodes(node.raw, list(node.walk()), replacements), children=children)
+
+    return rebuild(root)
 
 
 def collects_left(node: PlanNode) -> bool:

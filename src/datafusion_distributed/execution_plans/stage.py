@@ -213,6 +213,7 @@ class DistributedPlan:
     `task_settings` are the user's DataFusion settings every task runs with, wherever it runs
     (`(name, value)` pairs; see `session_settings`). `object_stores` are the stores every task
     registers in its session (see `object_stores`; their credentials are never shown).
+    `pruned` says, per table, how many of its files were skipped by their statistics.
     """
 
     stages: tuple[Stage, ...]
@@ -222,6 +223,7 @@ class DistributedPlan:
     settings: tuple[str, ...] = ()
     task_settings: tuple[tuple[str, str], ...] = ()
     object_stores: ObjectStores = ()
+    pruned: tuple[str, ...] = ()
 
     @property
     def final(self) -> Stage:
