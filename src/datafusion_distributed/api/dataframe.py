@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import uuid
@@ -275,16 +276,13 @@ class DistributedDataFrame:
             QueryFailed: the write failed, or pyiceberg refused the commit (a concurrent commit,
                 files whose schema the table does not take): nothing was committed.
         """
-        options = {
-            "format.compression": parquet_compression(Compression.ZSTD, None),
-            # pyiceberg reads a file's partition values from its columns' statistics
-            "execution.keep_partition_by_columns": "true",
-        }
-        return write_iceberg(
-            lambda folder, partitions: self._copy_to(folder, "PARQUET", options, partitions or None),
-            load_iceberg(table, catalog),
-            mode,
-        )
+        options = {"format.compression": parquet_compression(Compression.ZSTD, None)}
+
+        def write_files(folder: str, keys: dict[str, Expr]) -> None:
+            keyed = functools.reduce(lambda df, key: df.with_column(key, keys[key]), keys, self._df)
+            self._copy_to(folder, "PARQUET", options, list(keys) or None, keyed)
+
+        return write_iceberg(write_files, load_iceberg(table, catalog), mode)
 
     def _copy_to(
         self,
@@ -292,10 +290,12 @@ class DistributedDataFrame:
         file_format: str,
         options: dict[str, str],
         partition_by: Sequence[str] | str | None,
+        frame: DataFrame | None = None,
     ) -> None:
-        """Run `COPY (SELECT * FROM <this frame as a view>) TO path ...` on the context."""
+        """Run `COPY (SELECT * FROM <this frame, or `frame`, as a view>) TO path ...` on the
+        context."""
         view = f"datafusion_distributed_write_{uuid.uuid4().hex}"
-        self._engine.ctx.register_view(view, self._df)
+        self._engine.ctx.register_view(view, self._df if frame is None else frame)
         try:
             self._sql(copy_statement(view, path, file_format, options, partition_by)).collect()
         finally:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datafusion import DataFrame, SessionContext, lit
+from datafusion import DataFrame, Expr, SessionContext, functions, lit
 
 from ..distributed_planner.file_pruning import FileStatistics, TableStatistics
 from ..errors import QueryFailed
@@ -195,35 +195,79 @@ def _file_scan(
     return ctx.read_parquet(path).select(*columns)
 
 
-def _identity_partition_columns(table: Any) -> list[str]:
-    """The columns `table`'s current spec partitions by, each by identity.
+PARTITION_KEY = "__iceberg_partition_{}"  # the columns a write is partitioned by, not in its files
+
+
+def partition_keys(table: Any) -> dict[str, Expr]:
+    """For each field of `table`'s current partition spec, a column whose value is the same
+    for two rows exactly when the field's transform gives them the same partition value: a
+    write partitioned by these keys puts each file in one partition, which pyiceberg reads
+    back from the statistics of the source columns (kept in the files).
 
     Raises:
-        ValueError: the spec has another transform (bucket, day, ...), which this writer does
-            not compute.
+        ValueError: the spec has a transform pyiceberg cannot read back from statistics
+            (bucket, void: not order preserving), or truncate of a type other than integers
+            and strings.
     """
-    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.transforms import (
+        DayTransform,
+        HourTransform,
+        IdentityTransform,
+        MonthTransform,
+        TruncateTransform,
+        YearTransform,
+    )
+    from pyiceberg.types import IntegerType, LongType, StringType
 
     schema = table.schema()
-    columns = []
-    for field in table.spec().fields:
-        if not isinstance(field.transform, IdentityTransform):
+    units: dict[type, str] = {
+        YearTransform: "year",
+        MonthTransform: "month",
+        DayTransform: "day",
+        HourTransform: "hour",
+    }
+    keys = {}
+    for i, field in enumerate(table.spec().fields):
+        name = schema.find_column_name(field.source_id)
+        source = column(name)
+        kind = type(field.transform)
+        source_type = schema.find_field(field.source_id).field_type
+        if kind is IdentityTransform:
+            key = source
+        elif kind in units:  # a timestamp with a zone is in UTC, as Iceberg takes it
+            key = functions.date_trunc(units[kind], _without_zone(source, source_type))
+        elif kind is TruncateTransform and isinstance(source_type, (IntegerType, LongType)):
+            width = lit(field.transform.width)
+            key = source - ((source % width) + width) % width
+        elif kind is TruncateTransform and isinstance(source_type, StringType):
+            key = functions.left(source, lit(field.transform.width))
+        else:
             raise ValueError(
-                f"write_iceberg writes tables partitioned by identity only, not by {field.transform} of "
-                f"{schema.find_column_name(field.source_id)}"
+                f"write_iceberg cannot write a table partitioned by {field.transform} of {name}: pyiceberg "
+                "adds files by the partition values their statistics show, which only identity, truncate "
+                "(of integers and strings), year, month, day and hour give"
             )
-        columns.append(schema.find_column_name(field.source_id))
-    return columns
+        keys[PARTITION_KEY.format(i)] = key.cast(pa.string())  # DataFusion writes folders of text
+    return keys
 
 
-def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mode: str) -> int | None:
+def _without_zone(source: Expr, source_type: Any) -> Expr:
+    """A timestamp with a zone as the same instant without one (its UTC wall time)."""
+    from pyiceberg.types import TimestamptzType
+
+    if isinstance(source_type, TimestamptzType):
+        return source.cast(pa.timestamp("us"))
+    return source
+
+
+def write_iceberg(write_files: Callable[[str, dict[str, Expr]], None], table: Any, mode: str) -> int | None:
     """Write a frame into `table` (a pyiceberg Table, as loaded: its snapshot is the one the
     commit is made against; local or in S3, reached with its FileIO's s3.* settings) as one
-    commit, and return the snapshot id then current: `write_files(folder, partition columns)`
-    writes the frame's Parquet files into a new folder of the table's data, in parallel
-    (partitioned by the spec's identity columns, kept in the files, which pyiceberg reads
-    partition values from); then one transaction adds them (`mode` "append"), or deletes every
-    row and adds them ("overwrite"). A concurrent commit that conflicts makes pyiceberg refuse
+    commit, and return the snapshot id then current: `write_files(folder, partition keys)`
+    writes the frame's Parquet files into a new folder of the table's data, in parallel,
+    partitioned by the columns `partition_keys` names (computed, and left out of the files);
+    then one transaction adds them (`mode` "append"), or deletes every row and adds them
+    ("overwrite"). A concurrent commit that conflicts makes pyiceberg refuse
     it. A write or commit that fails leaves no commit and deletes the files it wrote."""
     from pyiceberg.expressions import AlwaysTrue
 
@@ -232,9 +276,9 @@ def write_iceberg(write_files: Callable[[str, list[str]], None], table: Any, mod
         io.get("s3.endpoint"), io.get("s3.access-key-id"), io.get("s3.secret-access-key"), io.get("s3.region")
     )
     fs, root = table_filesystem(mode, table.location(), s3, "write_iceberg")
-    partitions = _identity_partition_columns(table)
+    keys = partition_keys(table)
     folder = posixpath.join(root, "data", f"distributed-write-{uuid.uuid4().hex}")
-    write_files(url_of(fs, folder), partitions)
+    write_files(url_of(fs, folder), keys)
     try:
         paths = [url_of(fs, info.path) for info in parquet_files(fs, folder)]
         with table.transaction() as transaction:
