@@ -3,8 +3,8 @@
 The layers, bottom to top, are those of the module map (see docs/architecture.md). A room is a
 folder of the package, or a module file beside `__init__.py` (named by its stem); a room imports
 only the rooms below it, and rooms of one layer do not import each other. The package root
-(`__init__.py`, the public API) is a layer of its own: only the rooms above it (the command line,
-the test utilities) may import it. Every import counts, wherever it is written: at the top of a
+(`__init__.py`, the public API) is a layer of its own: only the rooms above it (the Flight SQL
+endpoint, the command line, the test utilities) may import it. Every import counts, wherever it is written: at the top of a
 module, inside a function, or under `TYPE_CHECKING`.
 """
 
@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
     {"clusters", "dashboard"},
     {"api"},
     {ROOT},
+    {"flight_sql"},
     {"cli"},
     {"test_utils"},
 ]

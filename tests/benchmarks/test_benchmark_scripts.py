@@ -46,6 +46,11 @@ RUNS = [
     ),
     ("dashboard_memory.py", [*TINY, "--rounds", "2", "--history-length", "30", "--explain"], "queries kept"),
     ("streaming.py", [*TINY, "--queries", "3", "--iterations", "1", "--warmup", "0"], "limit"),
+    (
+        "flight_sql.py",
+        [*TINY, "--queries", "3", "--iterations", "1", "--warmup", "0"],
+        "Flight SQL over in-process",
+    ),
 ]
 WRITES_OUTPUT = {
     "tpch.py",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import subprocess
 import sys
@@ -22,7 +20,7 @@ from datafusion_distributed import (
 )
 from datafusion_distributed.protocol.auth import TOKEN_ENV, connect_options
 from datafusion_distributed.protocol.messages import Ticket, encode
-from tests.support.certificates import write_pem
+from tests.support.certificates import self_signed_pair
 
 SQL = "SELECT k % 10 AS g, count(*) AS n FROM t GROUP BY 1 ORDER BY 1"
 EXPECTED = [{"g": g, "n": 40} for g in range(10)]
@@ -112,36 +110,6 @@ def test_a_worker_without_a_token_refuses_to_start(tmp_path):
 
 
 # -- TLS ------------------------------------------------------------------------------------------
-def self_signed_pair(folder) -> tuple[str, str]:
-    """A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return write_pem(folder, "worker", cert, key)
-
-
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory):
     cert, key = self_signed_pair(tmp_path_factory.mktemp("tls"))

@@ -5,8 +5,10 @@
         --table lineitem=data/lineitem/ [--explain]
     datafusion-distributed sql -f report.sql      # or no query: a prompt, or standard input
     datafusion-distributed drain grpc://h1:50051 --wait   # a worker leaves, losing no work
+    datafusion-distributed serve --port 32010 --init tables.sql   # Arrow Flight SQL for clients
 
-`worker.py`, `sql.py` and `drain.py` make the three commands; `shell.py` is the interactive prompt.
+`worker.py`, `sql.py`, `drain.py` and `serve.py` make the four commands; `shell.py` is the
+interactive prompt.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ hand_back_lazily()  # before DataFusion's allocator reads its settings
 import_datafusion_without_pandas()  # before the commands' modules import DataFusion
 
 from .drain import add_drain_command  # noqa: E402
+from .serve import add_serve_command  # noqa: E402
 from .sql import add_sql_command  # noqa: E402
 from .worker import add_worker_command  # noqa: E402
 
@@ -38,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker_command(sub)
     add_sql_command(sub)
     add_drain_command(sub)
+    add_serve_command(sub)
     return parser
 
 
