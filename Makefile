@@ -16,7 +16,7 @@ NATIVE_SOURCES := Cargo.toml Cargo.lock native/Cargo.toml $(wildcard native/src/
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CARGO_TARGET_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/datafusion-distributed/cargo-target
 
-.PHONY: all setup demo test test-all lint format clean-data bench slt fuzz browser screenshots
+.PHONY: all setup demo test test-all lint format docs clean-data bench slt fuzz browser screenshots
 
 all: test
 
@@ -58,6 +58,11 @@ lint: $(INSTALLED)
 	$(VENV)/bin/mypy
 	cargo fmt --check --all
 	cargo clippy --quiet --release --locked --workspace --all-features --all-targets -- -D warnings
+
+# The documentation site (docs/conf.py): the guides and the API reference from the docstrings,
+# built into docs/_build/html with every warning an error.
+docs: $(INSTALLED)
+	$(VENV_PYTHON) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 format: $(INSTALLED)
 	$(VENV)/bin/ruff check --fix .

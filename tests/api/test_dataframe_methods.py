@@ -3,7 +3,6 @@ DataFusion's own parameters, forwarding every argument, and giving DataFusion's 
 
 from __future__ import annotations
 
-import doctest
 import inspect
 from unittest import mock
 
@@ -14,8 +13,6 @@ from datafusion import DataFrame, SessionContext, col, lit
 from datafusion import functions as f
 
 from datafusion_distributed import DistributedContext, DistributedDataFrame
-from datafusion_distributed.api import context as context_module
-from datafusion_distributed.api import dataframe as dataframe_module
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
 from datafusion_distributed.test_utils.forced import forced_distribution
@@ -301,19 +298,3 @@ def test_other_dataframe_methods_are_refused_by_name(dctx):
         df.no_such_method  # noqa: B018
     with pytest.raises(AttributeError, match="no_such_method"):
         dctx.no_such_method  # noqa: B018
-
-
-@pytest.mark.parametrize("module", [context_module, dataframe_module])
-def test_docstring_examples_run(module):
-    """The `Examples:` blocks, with the names DataFusion's own examples take as given."""
-    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
-    names = {"DistributedContext": DistributedContext, "col": col, "lit": lit, "f": f, "pa": pa}
-    tests = [t for t in finder.find(module, globs=dict(names)) if t.examples]
-    assert tests
-    for test in tests:
-        try:
-            runner.run(test)
-        finally:
-            if isinstance(test.globs.get("dctx"), DistributedContext):
-                test.globs["dctx"].close()
-    assert runner.failures == 0, f"{runner.failures} docstring example(s) failed (see the output above)"

@@ -3,13 +3,11 @@ settings namespace end to end: SET changes the next query's plan, answers stay s
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from datafusion import SQLOptions
 
 from datafusion_distributed import DistributedConfig, DistributedContext, QueryFailed
-from datafusion_distributed.api import context, settings, settings_statements
+from datafusion_distributed.api import settings
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 
@@ -175,13 +173,3 @@ def test_graph_drawings_carry_the_settings(dctx) -> None:
     dctx.sql("SET distributed.partitions_per_task = 3")
     assert "// settings: partitions_per_task=3" in dctx.sql(QUERY).explain_string(format="graphviz")
     assert "%% settings: partitions_per_task=3" in dctx.sql(QUERY).explain_string(format="mermaid")
-
-
-@pytest.mark.parametrize("module", [context, settings, settings_statements])
-def test_docstring_examples_run(module) -> None:
-    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
-    globs = {**vars(module), "DistributedContext": DistributedContext}
-    for test in finder.find(module, globs=globs):
-        if test.name.endswith(("DistributedContext.sql", "parse_settings_statement", "parse_value")):
-            runner.run(test)
-    assert runner.failures == 0 and runner.tries > 0

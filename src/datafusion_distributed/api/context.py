@@ -152,7 +152,8 @@ def _made_on_ctx(
 
     made_on_ctx.__qualname__ = f"DistributedContext.{method.__name__}"
     made_on_ctx.__doc__ = (
-        f"DataFusion's `SessionContext.{method.__name__}`, as a DistributedDataFrame.\n\n{method.__doc__}"
+        f"DataFusion's `SessionContext.{method.__name__}`, as a DistributedDataFrame.\n\n"
+        + inspect.cleandoc(method.__doc__ or "")
     )
     signature = inspect.signature(method).replace(return_annotation=DistributedDataFrame)
     made_on_ctx.__signature__ = signature  # type: ignore[attr-defined]  # what help() and IDEs show
