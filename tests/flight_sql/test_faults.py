@@ -214,3 +214,20 @@ def test_the_serve_command_serves_until_sigterm(tmp_path, tpch_sf001):
             process.kill()
             process.wait()
         process.stderr.close()
+
+
+def test_idle_sessions_are_closed_but_not_one_reading_a_result():
+    with serving(ServeOptions(session_idle_seconds=0.5)) as server:
+        with connect(server) as reading, connect(server) as idle:
+            with idle.cursor() as cursor:
+                cursor.execute("CREATE VIEW v AS SELECT 1 AS one")
+            with reading.cursor() as cursor:
+                cursor.execute(ENDLESS)
+                cursor.fetchone()
+                (quiet,) = [c for c in server.sessions.contexts() if c.ctx.table_exist("v")]
+                time.sleep(1.0)
+                with connect(server) as third, third.cursor() as other:  # a call looks for idle sessions
+                    other.execute("SELECT 2")
+                    assert other.fetchall() == [(2,)]
+                assert len(server.sessions) == 2  # the reading one and the third; the idle one closed
+                assert quiet.closed

@@ -37,7 +37,7 @@ SQL_INFO_VALUE = pa.dense_union([
 SQL_INFO = pa.schema(
     [pa.field("info_name", pa.uint32(), nullable=False), pa.field("value", SQL_INFO_VALUE, nullable=False)]
 )
-_STRING, _BOOL, _BIGINT = 0, 1, 2
+_STRING, _BOOL, _INT32 = 0, 1, 3
 
 
 def sql_info_values() -> dict[int, tuple[int, Any]]:
@@ -49,8 +49,9 @@ def sql_info_values() -> dict[int, tuple[int, Any]]:
         3: (_BOOL, False),  # FLIGHT_SQL_SERVER_READ_ONLY
         4: (_BOOL, True),  # FLIGHT_SQL_SERVER_SQL
         5: (_BOOL, False),  # FLIGHT_SQL_SERVER_SUBSTRAIT
+        8: (_INT32, 0),  # FLIGHT_SQL_SERVER_TRANSACTION: SQL_SUPPORTED_TRANSACTION_NONE
         9: (_BOOL, True),  # FLIGHT_SQL_SERVER_CANCEL
-        100: (_BIGINT, 0),  # FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: none (int32 per spec, read as a number)
+        100: (_INT32, 0),  # FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: none
         504: (_STRING, '"'),  # SQL_IDENTIFIER_QUOTE_CHAR
     }
 

@@ -174,7 +174,7 @@ class FlightSqlServer(fl.FlightServerBase):
 
     def do_get(self, context: fl.ServerCallContext, ticket: fl.Ticket) -> fl.FlightDataStream:
         """Run the query of `ticket` (once), streaming its result as it is made."""
-        self.sessions.of(context)  # keeps the connection's session alive
+        session = self.sessions.of(context)
         command = unpack_or_invalid(ticket.ticket)
         if name_of(command) != "TicketStatementQuery":
             raise pa.ArrowInvalid(f"a ticket must be a TicketStatementQuery, not a {name_of(command)}")
@@ -186,7 +186,7 @@ class FlightSqlServer(fl.FlightServerBase):
         if isinstance(df, pa.Table):  # a metadata answer, made by GetFlightInfo
             self.statements.finished(handle)
             return fl.RecordBatchStream(df)
-        batches = self._results(df, handle, context)
+        batches = self._results(session, df, handle, context)
         try:
             with _stopped_if_gone(context, df):  # the first batch may wait for every task
                 first = next(batches, None)  # errors before the first batch are the call's own
@@ -198,12 +198,12 @@ class FlightSqlServer(fl.FlightServerBase):
         return fl.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, rest))
 
     def _results(
-        self, df: DistributedDataFrame, handle: bytes, context: fl.ServerCallContext
+        self, session: Session, df: DistributedDataFrame, handle: bytes, context: fl.ServerCallContext
     ) -> Generator[pa.RecordBatch, None, None]:
-        """`df`'s result, streamed while it holds a turn. Closed early (the client went away
-        or cancelled), it stops the query's tasks."""
+        """`df`'s result, streamed while it holds a turn (and keeps `session` open). Closed
+        early (the client went away or cancelled), it stops the query's tasks."""
         try:
-            with self.admission.slot(context.is_cancelled):
+            with session.streams(), self.admission.slot(context.is_cancelled):
                 stream = df.execute_stream()
                 try:
                     yield from _relayed(stream)

@@ -43,6 +43,17 @@ class Session:
     dctx: DistributedContext
     prepared: dict[bytes, Prepared] = field(default_factory=dict)
     last_used: float = field(default_factory=time.monotonic)
+    streaming: int = 0  # results being read: a session is never idle while one streams
+
+    @contextlib.contextmanager
+    def streams(self) -> Iterator[None]:
+        """Mark a result of this session as being read for the duration of the block."""
+        self.streaming += 1
+        try:
+            yield
+        finally:
+            self.streaming -= 1
+            self.last_used = time.monotonic()
 
     def prepare(self, sql: str, schema: pa.Schema) -> bytes:
         """Keep `sql` as a prepared statement; its handle."""
@@ -105,7 +116,11 @@ class Sessions:
     def _close_idle(self) -> None:
         now = time.monotonic()
         with self._lock:
-            idle = [s for s in self._sessions.values() if now - s.last_used > self._idle_seconds]
+            idle = [
+                s
+                for s in self._sessions.values()
+                if not s.streaming and now - s.last_used > self._idle_seconds
+            ]
             for session in idle:
                 del self._sessions[session.key]
                 self._making.pop(session.key, None)
