@@ -11,10 +11,11 @@ import sys
 import threading
 import time
 
+import pyarrow.flight as fl
 import pytest
 
 from datafusion_distributed import EmbeddedCluster
-from datafusion_distributed.flight_sql import ServeOptions
+from datafusion_distributed.flight_sql import FlightSqlServer, ServeOptions
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from tests.flight_sql.conftest import connect, serving, tpch_statements
 from tests.support.certificates import self_signed_pair
@@ -110,16 +111,21 @@ def test_a_cancel_stops_the_query_s_tasks(cluster_and_server):
         assert_ran_distributed(dctx)
 
 
-def test_a_client_that_goes_away_mid_query_frees_it(cluster_and_server):
-    cluster, server = cluster_and_server
+def _client_killed_once(server, sql: str, running) -> None:
+    """Run `sql` in a client process of its own, killed once `running()` holds."""
     client = subprocess.Popen(
-        [sys.executable, "-c", CLIENT, server.location, LONG], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-c", CLIENT, server.location, sql], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        _eventually(lambda: bool(server.statements.running) and bool(cluster.spool_files()))
+        _eventually(running)
     finally:
         client.kill()
         client.communicate(timeout=30)
+
+
+def test_a_client_that_goes_away_mid_query_frees_it(cluster_and_server):
+    cluster, server = cluster_and_server
+    _client_killed_once(server, LONG, lambda: bool(server.statements.running) and bool(cluster.spool_files()))
     _eventually(lambda: _no_query_left(server, cluster))
     (dctx,) = server.sessions.contexts()
     assert_ran_distributed(dctx)
@@ -127,17 +133,15 @@ def test_a_client_that_goes_away_mid_query_frees_it(cluster_and_server):
 
 def test_a_client_that_goes_away_mid_result_frees_its_turn_and_query(cluster_and_server):
     cluster, server = cluster_and_server
-    client = subprocess.Popen(
-        [sys.executable, "-c", CLIENT, server.location, ENDLESS],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _eventually(lambda: bool(server.statements.running) and server.admission.running == 1)
-        time.sleep(0.5)  # batches are flowing
-    finally:
-        client.kill()
-        client.communicate(timeout=30)
+    streaming_since: list[float] = []
+
+    def streaming_a_while() -> bool:  # batches have been flowing for half a second
+        if not (server.statements.running and server.admission.running == 1):
+            return False
+        streaming_since[:] = streaming_since or [time.monotonic()]
+        return time.monotonic() - streaming_since[0] > 0.5
+
+    _client_killed_once(server, ENDLESS, streaming_a_while)
     _eventually(lambda: _no_query_left(server, cluster))
 
 
@@ -231,3 +235,8 @@ def test_idle_sessions_are_closed_but_not_one_reading_a_result():
                     assert other.fetchall() == [(2,)]
                 assert len(server.sessions) == 2  # the reading one and the third; the idle one closed
                 assert quiet.closed
+
+
+def test_bad_init_statements_stop_the_server_from_starting():
+    with pytest.raises(fl.FlightServerError, match="init statements failed.*no_such_table"):
+        FlightSqlServer(options=ServeOptions(init=["CREATE VIEW v AS SELECT * FROM no_such_table"]))

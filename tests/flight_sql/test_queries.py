@@ -10,7 +10,7 @@ import pytest
 
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed
-from datafusion_distributed.test_utils.tpch import tpch_query
+from datafusion_distributed.test_utils.tpch import TPCH_TABLES, tpch_query
 from tests.flight_sql.conftest import connect
 
 QUERIES = [1, 3, 5, 6, 10, 12, 18]
@@ -126,16 +126,7 @@ def test_metadata_calls_list_the_session_s_tables_with_their_schemas(tpch_server
             for t in public["db_schema_tables"]
         }
         assert tables["nation"] == single_node_sf001.table("nation").schema().names
-        assert set(tables) == {
-            "customer",
-            "lineitem",
-            "nation",
-            "orders",
-            "part",
-            "partsupp",
-            "region",
-            "supplier",
-        }
+        assert set(tables) == set(TPCH_TABLES)
         assert conn.adbc_get_table_schema("region") == single_node_sf001.table("region").schema()
         filtered = conn.adbc_get_objects(depth="tables", db_schema_filter="pub%", table_name_filter="p%")
         filtered = filtered.read_all().to_pylist()

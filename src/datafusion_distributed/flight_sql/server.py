@@ -104,13 +104,14 @@ class FlightSqlServer(fl.FlightServerBase):
     ) -> None:
         self.options = options or ServeOptions()
         self.config = config or DistributedConfig()
+        self.admission = Admission(self.options.max_running, self.options.max_queued)
+        self.statements = Statements()
         self.cluster = EmbeddedCluster(self.config.embedded_workers) if workers is None else None
         self._workers = self.cluster if workers is None else workers
         self.sessions = Sessions(self._new_context, self.options.session_idle_seconds)
-        self.statements = Statements()
-        self.admission = Admission(self.options.max_running, self.options.max_queued)
         scheme = "grpc+tls" if self.options.tls else "grpc+tcp"
         try:
+            self._new_context().close()  # bad init statements fail here, not at every client
             super().__init__(
                 f"{scheme}://{self.options.host}:{self.options.port}",
                 tls_certificates=[self.options.tls] if self.options.tls else None,
