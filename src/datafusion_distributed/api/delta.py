@@ -46,7 +46,6 @@ from .table_files import (
     register_union,
     table_filesystem,
     url_of,
-    without_long_strings,
 )
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
@@ -152,12 +151,11 @@ def _file_statistics(
     logical = {value: key for key, value in physical.items()}
     columns = {}
     for field in file_schema:
-        found = [_stat(actions, kind, field.name, logical.get(field.name)) for kind in STATS]
-        low, high, nulls = found
+        low, high, nulls = (_stat(actions, kind, field.name, logical.get(field.name)) for kind in STATS)
         if high is not None and pa.types.is_timestamp(field.type):
             high = _raised(high)
         if high is not None and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
-            high = without_long_strings(high.cast(field.type), STRING_PREFIX)
+            high = _without_long_strings(high.cast(field.type))
         columns[field.name] = (field.type, low, high, nulls)
     return file_statistics(name, paths, columns, actions.column("num_records").combine_chunks())
 
@@ -168,6 +166,12 @@ def _stat(actions: pa.Table, kind: str, name: str, logical: str | None) -> pa.Ar
         if key in actions.column_names:
             return actions.column(key).combine_chunks()
     return None
+
+
+def _without_long_strings(bounds: pa.Array) -> pa.Array:
+    """String `bounds` with those of STRING_PREFIX characters or more made null: cut to that
+    length, a maximum may be below the true one."""
+    return pc.if_else(pc.less(pc.utf8_length(bounds), STRING_PREFIX), bounds, pa.scalar(None, bounds.type))
 
 
 def _raised(timestamps: pa.Array) -> pa.Array | None:

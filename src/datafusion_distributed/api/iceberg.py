@@ -142,6 +142,10 @@ def _file_statistics(name: str, tasks: list[Any], written: list[pa.Schema], sche
             except (ValueError, TypeError, struct.error):
                 return None
 
+        if pa.types.is_timestamp(kind) and kind.unit != (
+            "ns" if "Nano" in type(field_type).__name__ else "us"
+        ):
+            continue  # the bounds count in another unit than the files' values
         low = [decoded(task.file.lower_bounds) for task in tasks]
         high = [decoded(task.file.upper_bounds) for task in tasks]
         nulls = [(task.file.null_value_counts or {}).get(field_id) for task in tasks]

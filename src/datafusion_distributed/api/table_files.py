@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from datafusion import DataFrame, Expr, SessionContext, col
 
@@ -70,12 +69,6 @@ def file_statistics(
     arrays["row_count"] = row_counts.cast(pa.uint64())
     batch = pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
     return FileStatistics(table, tuple(scan_path(p) for p in paths), batch)
-
-
-def without_long_strings(bounds: pa.Array, length: int) -> pa.Array:
-    """String `bounds` with those of `length` characters or more made null: a format that
-    cuts bounds to that length keeps a maximum that may be below the true one."""
-    return pc.if_else(pc.less(pc.utf8_length(bounds), length), bounds, pa.scalar(None, bounds.type))
 
 
 def local_path(uri: str) -> str | None:

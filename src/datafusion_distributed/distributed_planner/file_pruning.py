@@ -1,6 +1,7 @@
-"""Pass 1 of planning, after `series_repair`: drop from each Parquet scan the files its predicate cannot
-match, as the statistics a table format keeps for each file prove (Delta's log, Iceberg's
-manifests), so that tasks are counted, and started, for the files that may hold rows.
+"""Before the passes of planning (see `planner`): drop from each Parquet scan the files its
+predicate cannot match, as the statistics a table format keeps for each file prove (Delta's
+log, Iceberg's manifests), so that tasks are counted, and started, for the files that may hold
+rows. A plan of one task, run in the coordinator from memory, is pruned too (`pruned_plan`).
 
 DataFusion's own `PruningPredicate` decides, in the compiled data plane
 (`_native.files_to_read`), from the scan's predicate and its files' minimum and maximum

@@ -1,9 +1,8 @@
 """Cut a DataFusion physical plan into a DAG of stages and give each stage its tasks.
 
-`plan_query` runs the passes in order, each in a module of its own:
-
-Before them, `file_pruning` drops from each scan the files a table's statistics prove its
-predicate cannot match.
+`plan_query` first drops from each scan the files a lakehouse table's statistics prove its
+predicate cannot match (`file_pruning`), then runs the passes in order, each in a module of
+its own:
 
 1. `series_repair`: repair the bytes DataFusion serialises wrongly.
 2. `cut_boundaries`: walk the plan from the root; each boundary (see `boundaries`) starts a
