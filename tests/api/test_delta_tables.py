@@ -285,31 +285,15 @@ def test_a_table_in_an_s3_bucket_reads_through_the_context_s_store(history):
 
 
 def test_a_worker_killed_during_a_write_leaves_one_complete_commit(tpch_sf001, single_node_sf001, tmp_path):
-    import threading
-
-    from datafusion import udf
-
-    from datafusion_distributed.test_utils.tpch import register_tpch
-
-    def slow(keys: pa.Array) -> pa.Array:
-        time.sleep(0.05)  # keeps every task writing for a while
-        return keys
+    from tests.support.killed_writes import retried_attempts, slow_cluster, with_a_worker_killed
 
     target = str(tmp_path / "target")
-    with LocalCluster(3) as cluster:
-        ctx = SessionContext()
-        ctx.sql("SET datafusion.execution.batch_size = 512").collect()
-        register_tpch(ctx, tpch_sf001)
-        ctx.register_udf(udf(slow, [pa.int64()], pa.int64(), "volatile", "slow"))
-        with DistributedContext(ctx, workers=cluster, **forced_distribution(connect_timeout=10)) as dctx:
-            df = dctx.sql("SELECT slow(l_orderkey) AS k, l_linenumber, l_returnflag FROM lineitem")
-            killer = threading.Timer(0.5, cluster.kill, args=(1,))
-            killer.start()
-            try:
-                assert df.write_delta(target, partition_by=["l_returnflag"]) == 1
-            finally:
-                killer.join()
-            retried = dctx.engine.history.read(lambda runs: [a for a in runs[-1].attempts if a[2] > 0])
+    with slow_cluster(tpch_sf001) as (cluster, dctx):
+        df = dctx.sql("SELECT slow(l_orderkey) AS k, l_linenumber, l_returnflag FROM lineitem")
+        assert (
+            with_a_worker_killed(cluster, lambda: df.write_delta(target, partition_by=["l_returnflag"])) == 1
+        )
+        retried = retried_attempts(dctx)
     expected = single_node_sf001.sql("SELECT l_orderkey AS k, l_linenumber, l_returnflag FROM lineitem")
     oracle = _oracle(target)  # kept while its provider reads
     got = oracle.sql("SELECT k, l_linenumber, l_returnflag FROM t").to_arrow_table()

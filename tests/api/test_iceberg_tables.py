@@ -13,6 +13,12 @@ from datafusion_distributed import DistributedContext, LocalCluster, QueryFailed
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
+from tests.support.killed_writes import (
+    register_slow_tpch,
+    retried_attempts,
+    slow_cluster,
+    with_a_worker_killed,
+)
 
 sql_catalog = pytest.importorskip("pyiceberg.catalog.sql")
 types = pytest.importorskip("pyiceberg.types")
@@ -342,41 +348,15 @@ def test_a_table_in_an_s3_bucket_is_read_and_written_through_the_context_s_store
             assert written.num_rows == 400
 
 
-def _slow_lineitem(dctx: DistributedContext, tpch_sf001) -> object:
-    """lineitem's keys through a UDF that keeps every task writing for a while."""
-    import time
-
-    from datafusion import udf
-
-    from datafusion_distributed.test_utils.tpch import register_tpch
-
-    def slow(keys: pa.Array) -> pa.Array:
-        time.sleep(0.05)
-        return keys
-
-    dctx.ctx.sql("SET datafusion.execution.batch_size = 512").collect()
-    register_tpch(dctx.ctx, tpch_sf001)
-    dctx.ctx.register_udf(udf(slow, [pa.int64()], pa.int64(), "volatile", "slow"))
-    return dctx.sql("SELECT slow(l_orderkey) AS id, l_returnflag AS region FROM lineitem")
+SLOW_ROWS = "SELECT slow(l_orderkey) AS id, l_returnflag AS region FROM lineitem"  # see killed_writes
 
 
 def test_a_worker_killed_during_a_write_leaves_one_complete_transaction(
     catalog, empty, tpch_sf001, single_node_sf001
 ):
-    import threading
-
-    with (
-        LocalCluster(3) as cluster,
-        DistributedContext(workers=cluster, **forced_distribution(connect_timeout=10)) as dctx,
-    ):
-        df = _slow_lineitem(dctx, tpch_sf001)
-        killer = threading.Timer(0.5, cluster.kill, args=(1,))
-        killer.start()
-        try:
-            df.write_iceberg(empty)
-        finally:
-            killer.join()
-        retried = dctx.engine.history.read(lambda runs: [a for a in runs[-1].attempts if a[2] > 0])
+    with slow_cluster(tpch_sf001) as (cluster, dctx):
+        with_a_worker_killed(cluster, lambda: dctx.sql(SLOW_ROWS).write_iceberg(empty))
+        retried = retried_attempts(dctx)
     expected = single_node_sf001.sql("SELECT l_orderkey AS id, l_returnflag AS region FROM lineitem")
     assert_tables_equal(_read(catalog, empty), expected.to_arrow_table())  # complete, nothing twice
     assert len(catalog.load_table(empty.name()).snapshots()) == 1
@@ -388,8 +368,9 @@ def test_a_write_cancelled_by_its_timeout_commits_nothing_and_leaves_no_files(ca
     from datafusion_distributed import QueryTimedOut
 
     with DistributedContext(**forced_distribution(query_timeout=0.5)) as dctx:
+        register_slow_tpch(dctx.ctx, tpch_sf001)
         with pytest.raises(QueryTimedOut):
-            _slow_lineitem(dctx, tpch_sf001).write_iceberg(empty)
+            dctx.sql(SLOW_ROWS).write_iceberg(empty)
     assert catalog.load_table(empty.name()).current_snapshot() is None
     data = empty.location().removeprefix("file://") + "/data"
     assert not os.path.exists(data) or not os.listdir(data)

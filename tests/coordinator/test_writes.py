@@ -4,20 +4,19 @@ rows single-node DataFusion writes, from more than one task, atomically."""
 from __future__ import annotations
 
 import os
-import threading
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from datafusion import SessionContext, udf
 
-from datafusion_distributed import DistributedContext, LocalCluster, QueryFailed
+from datafusion_distributed import DistributedContext, QueryFailed
 from datafusion_distributed.coordinator.writes import STAGING_FOLDER
 from datafusion_distributed.test_utils.compare import assert_tables_equal
 from datafusion_distributed.test_utils.distribution import assert_ran_distributed
 from datafusion_distributed.test_utils.forced import forced_distribution
 from datafusion_distributed.test_utils.tpch import register_tpch
+from tests.support.killed_writes import slow_cluster, with_a_worker_killed
 
 # strings, decimals, dates, timestamps (with and without a time zone) and nulls
 SELECT = """
@@ -162,25 +161,11 @@ def test_a_failing_write_leaves_the_destination_untouched(tpch_sf001, tmp_path):
 
 
 def test_a_worker_killed_during_the_write_leaves_it_complete(tpch_sf001, single_node_sf001, tmp_path):
-    def slow(keys: pa.Array) -> pa.Array:
-        time.sleep(0.05)  # keeps every task writing for a while
-        return keys
-
-    with LocalCluster(3) as cluster:
-        ctx = SessionContext()
-        ctx.sql("SET datafusion.execution.batch_size = 512").collect()
-        register_tpch(ctx, tpch_sf001)
-        ctx.register_udf(udf(slow, [pa.int64()], pa.int64(), "volatile", "slow"))
-        with DistributedContext(ctx, workers=cluster, **forced_distribution(connect_timeout=10)) as dctx:
-            query = "SELECT slow(l_orderkey) AS k, l_linenumber, l_shipdate FROM lineitem"
-            df = dctx.sql(f"COPY ({query}) TO '{tmp_path / 'out'}' STORED AS PARQUET")
-            killer = threading.Timer(0.5, cluster.kill, args=(1,))
-            killer.start()
-            try:
-                count = df.to_arrow_table()
-            finally:
-                killer.join()
-            retried = [t for s in df.metrics.stages.values() for t in s.tasks if t.attempt > 0]
+    with slow_cluster(tpch_sf001) as (cluster, dctx):
+        query = "SELECT slow(l_orderkey) AS k, l_linenumber, l_shipdate FROM lineitem"
+        df = dctx.sql(f"COPY ({query}) TO '{tmp_path / 'out'}' STORED AS PARQUET")
+        count = with_a_worker_killed(cluster, df.to_arrow_table)
+        retried = [t for s in df.metrics.stages.values() for t in s.tasks if t.attempt > 0]
     expected = single_node_sf001.sql(
         "SELECT l_orderkey AS k, l_linenumber, l_shipdate FROM lineitem"
     ).to_arrow_table()

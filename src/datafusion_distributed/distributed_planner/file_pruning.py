@@ -112,7 +112,7 @@ def prune_files(root: PlanNode, tables: TableStatistics | None) -> tuple[PlanNod
     """`root` with every file no row of which can pass its scan's predicate dropped, and what
     was dropped, per table (only tables of `tables` are pruned). A scan of files that several
     tables share counts toward one the plan reads other files of, else the first registered."""
-    if tables is None:
+    if tables is None or not tables.has_any:  # no lakehouse table: nothing to look at
         return root, ()
     scans = []
     for node in root.walk():
@@ -144,7 +144,7 @@ def pruned_plan(
     """`plan` (planned in `session`) without the files `prune_files` drops, rebuilt in
     `session` from its bytes, for a plan of one task run here; `plan` itself when it drops
     none, or when the plan does not rebuild faithfully from its bytes."""
-    if not tables.has_any:
+    if not tables.has_any:  # before serialising the plan: most contexts have no lakehouse table
         return plan, ()
     codecs = session if session.physical_extension_codec_ids() else None
     try:
