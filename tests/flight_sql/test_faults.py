@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pyarrow as pa
 import pyarrow.flight as fl
 import pytest
 
@@ -240,3 +241,15 @@ def test_idle_sessions_are_closed_but_not_one_reading_a_result():
 def test_bad_init_statements_stop_the_server_from_starting():
     with pytest.raises(fl.FlightServerError, match="init statements failed.*no_such_table"):
         FlightSqlServer(options=ServeOptions(init=["CREATE VIEW v AS SELECT * FROM no_such_table"]))
+
+
+def test_a_ticket_left_unread_is_forgotten():
+    from datafusion_distributed.flight_sql.sessions import Statements
+
+    statements = Statements(unread_seconds=0.2)
+    left = statements.add(pa.table({"a": [1]}))
+    time.sleep(0.3)
+    statements.add(pa.table({"a": [2]}))  # adding looks for tickets left unread
+    assert left not in statements.pending and len(statements.pending) == 1
+    with pytest.raises(KeyError, match="left unread too long"):
+        statements.take(left)

@@ -105,7 +105,7 @@ class FlightSqlServer(fl.FlightServerBase):
         self.options = options or ServeOptions()
         self.config = config or DistributedConfig()
         self.admission = Admission(self.options.max_running, self.options.max_queued)
-        self.statements = Statements()
+        self.statements = Statements(self.options.session_idle_seconds)
         self.cluster = EmbeddedCluster(self.config.embedded_workers) if workers is None else None
         self._workers = self.cluster if workers is None else workers
         self.sessions = Sessions(self._new_context, self.options.session_idle_seconds)

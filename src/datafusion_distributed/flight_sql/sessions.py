@@ -180,9 +180,11 @@ class Admission:
 @dataclass
 class Statements:
     """Queries planned by GetFlightInfo and not yet read (by ticket handle), and those being
-    read, so that a cancel finds them wherever they are."""
+    read, so that a cancel finds them wherever they are. A ticket not read within
+    `unread_seconds` is forgotten (a client that planned and went away)."""
 
-    pending: dict[bytes, DistributedDataFrame | pa.Table] = field(default_factory=dict)
+    unread_seconds: float = 3600.0
+    pending: dict[bytes, tuple[DistributedDataFrame | pa.Table, float]] = field(default_factory=dict)
     running: dict[bytes, DistributedDataFrame | pa.Table] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -190,8 +192,11 @@ class Statements:
         """Keep `df` (a query, or a metadata answer) until its ticket is read; the ticket's
         handle."""
         handle = uuid.uuid4().bytes
+        now = time.monotonic()
         with self._lock:
-            self.pending[handle] = df
+            for old in [h for h, (_, made) in self.pending.items() if now - made > self.unread_seconds]:
+                del self.pending[old]
+            self.pending[handle] = (df, now)
         return handle
 
     def take(self, handle: bytes) -> DistributedDataFrame | pa.Table:
@@ -201,11 +206,13 @@ class Statements:
             KeyError: no query has that ticket (read already, cancelled, or never made).
         """
         with self._lock:
-            df = self.pending.pop(handle, None)
-            if df is None:
-                raise KeyError("no query has this ticket: it was read already, or cancelled")
-            self.running[handle] = df
-            return df
+            found = self.pending.pop(handle, None)
+            if found is None:
+                raise KeyError(
+                    "no query has this ticket: it was read already, cancelled, or left unread too long"
+                )
+            self.running[handle] = found[0]
+            return found[0]
 
     def finished(self, handle: bytes) -> None:
         """The query of `handle` ended (or was never run)."""
