@@ -6,9 +6,9 @@
 Each query runs ``--iterations`` times, interleaved, on single-node DataFusion (``target_partitions``
 = the cluster's partitions) and on two DistributedContexts over their own embedded clusters:
 ``exchange="stream"`` and ``exchange="spool"``. The queries are TPC-H's (``--queries``, default
-all) and ``limit``: a shuffled join with ``LIMIT 10`` (no side broadcast), where a stream answers
-once the first batches meet. Every answer is checked against single-node (the limit's by its row
-count). Printed: each side's median seconds, the ratios to single-node, and the stages that
+all) and ``limit``: a shuffled join with ``LIMIT 10`` (both sides hash-partitioned, none
+broadcast), where a stream answers once the first batches meet, the head included. Every
+answer is checked against single-node (the limit's by its row count). Printed: each side's median seconds, the ratios to single-node, and the stages that
 streamed. Peak memory is this process's high-water mark (``VmHWM``), reset before each run.
 """
 
@@ -55,7 +55,7 @@ def main() -> None:
             exchange=exchange,
             embedded_workers=args.workers,
             partitions_per_task=args.partitions_per_task,
-            broadcast_total_rows=0 if shuffle_joins else DistributedConfig().broadcast_total_rows,
+            **({"broadcast_total_rows": 0, "broadcast_total_bytes": 0} if shuffle_joins else {}),
         )
         return DistributedContext(ctx, config=config)
 

@@ -90,7 +90,9 @@ impl ExchangeSinkExec {
 }
 
 /// Sends the batches of `child` into `sender`; the row it returns says what was sent. A reader
-/// that went away (it needed no more: a limit) ends the partition early, without error.
+/// that went away (it needed no more: a limit), or a stage closed before it read, ends the
+/// partition early, without error, and drops `child` at once: its work stops, whatever it was
+/// doing (a hash table half built).
 async fn drive(
     mut child: SendableRecordBatchStream,
     sender: channels::Sender,
@@ -103,6 +105,7 @@ async fn drive(
         let next = tokio::select! {
             biased;
             _ = &mut released => return Err(failed("the query was released while its task streamed")),
+            _ = sender.closed() => break,
             next = child.next() => next,
         };
         let message = match next {
@@ -319,5 +322,44 @@ impl ExecutionPlan for StreamExchangeExec {
         }
         let merged = stream::select_all(streams);
         Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), merged)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int32Array;
+
+    fn one_batch_then_forever() -> SendableRecordBatchStream {
+        let column = Arc::new(Int32Array::from(vec![1, 2, 3]));
+        let batch = RecordBatch::try_from_iter([("n", column as _)]).unwrap();
+        let schema = batch.schema();
+        let batches = stream::once(async move { Ok(batch) }).chain(stream::pending());
+        Box::pin(RecordBatchStreamAdapter::new(schema, batches))
+    }
+
+    #[tokio::test]
+    async fn a_sink_whose_reader_went_away_stops_its_child_and_ends_without_error() {
+        let key = ChannelKey {
+            query: "q-reader-gone".into(),
+            stage: 0,
+            task: 0,
+            attempt: 0,
+            partition: 0,
+        };
+        let sender = channels::take_sender(&key).unwrap();
+        let mut receiver = channels::take_receiver(&key).unwrap();
+        let stop = channels::stopped(&key.query);
+        let driven = tokio::spawn(drive(one_batch_then_forever(), sender, stop));
+        assert!(matches!(receiver.recv().await, Some(Message::Batch(_))));
+        drop(receiver); // the child never ends: only the reader's going can end the sink
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(5), driven)
+            .await
+            .expect("the sink went on after its reader left")
+            .unwrap()
+            .unwrap();
+        let rows = sent.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        assert_eq!(rows.value(0), 3);
+        channels::release(&key.query);
     }
 }

@@ -7,8 +7,9 @@
 //! frame is a broken stream, never a short one. A consumer that goes away drops its channel,
 //! so the producer stops sending.
 
+use std::collections::HashMap;
 use std::io::Cursor;
-use std::sync::RwLock;
+use std::sync::{LazyLock, RwLock};
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
@@ -29,14 +30,28 @@ const FAILED: u8 = 2;
 const END: u8 = 3;
 
 static TOKEN: RwLock<String> = RwLock::new(String::new());
+/// The tokens of data planes this process reads from that belong to another cluster than the
+/// one it serves for (a coordinator reading its workers' streams), by address.
+static PEER_TOKENS: LazyLock<RwLock<HashMap<String, String>>> = LazyLock::new(Default::default);
 
 /// The token every request must carry, and this process's requests send.
 pub fn set_token(token: &str) {
     *TOKEN.write().unwrap_or_else(|e| e.into_inner()) = token.to_string();
 }
 
+/// The token requests to the data plane at `address` send, instead of this process's own.
+pub fn set_peer_token(address: &str, token: &str) {
+    let mut peers = PEER_TOKENS.write().unwrap_or_else(|e| e.into_inner());
+    peers.insert(address.to_string(), token.to_string());
+}
+
 fn token() -> String {
     TOKEN.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn token_for(address: &str) -> String {
+    let peers = PEER_TOKENS.read().unwrap_or_else(|e| e.into_inner());
+    peers.get(address).cloned().unwrap_or_else(token)
 }
 
 fn encode_batch(batch: &RecordBatch) -> std::io::Result<Vec<u8>> {
@@ -56,9 +71,9 @@ fn decode_batch(bytes: Vec<u8>) -> std::io::Result<RecordBatch> {
     }
 }
 
-fn request(key: &ChannelKey) -> Vec<u8> {
+fn request(key: &ChannelKey, token: &str) -> Vec<u8> {
     let mut body = MAGIC.to_vec();
-    for part in [token().as_bytes(), key.query.as_bytes()] {
+    for part in [token.as_bytes(), key.query.as_bytes()] {
         body.extend_from_slice(&(part.len() as u32).to_le_bytes());
         body.extend_from_slice(part);
     }
@@ -133,7 +148,14 @@ async fn answer(socket: TcpStream) -> std::io::Result<()> {
             return out.flush().await;
         }
     };
-    while let Some(message) = receiver.recv().await {
+    loop {
+        let message = tokio::select! {
+            message = receiver.recv() => message,
+            // the consumer sends nothing after its request: a read ends only when it went away,
+            // and dropping the receiver then lets the producer stop
+            _ = read.read_u8() => return Ok(()),
+        };
+        let Some(message) = message else { break };
         match message {
             Message::Batch(batch) => write_frame(&mut out, BATCH, &encode_batch(&batch)?).await?,
             Message::Failed(error) => {
@@ -177,10 +199,13 @@ async fn pull(address: &str, key: &ChannelKey, sender: &mpsc::Sender<Message>) -
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to connecting"))??;
     socket.set_nodelay(true)?;
     let (read, mut write) = socket.into_split();
-    write.write_all(&request(key)).await?;
+    write.write_all(&request(key, &token_for(address))).await?;
     let mut read = BufReader::with_capacity(1 << 20, read);
     loop {
-        let kind = read.read_u8().await?;
+        let kind = tokio::select! {
+            kind = read.read_u8() => kind?,
+            _ = sender.closed() => return Ok(()), // the reader needs no more: the connection closes
+        };
         let length = read.read_u64_le().await? as usize;
         let mut bytes = vec![0; length];
         read.read_exact(&mut bytes).await?;
@@ -229,7 +254,7 @@ mod tests {
     #[test]
     fn a_request_reads_back() {
         set_token("t0ken");
-        let framed = request(&key("q-req"));
+        let framed = request(&key("q-req"), &token());
         let (token, parsed) = parse_request(&framed[4..]).unwrap();
         assert_eq!((token.as_str(), parsed), ("t0ken", key("q-req")));
         assert!(parse_request(&framed[4..framed.len() - 1]).is_err());
@@ -274,5 +299,39 @@ mod tests {
             Some(Message::Failed(error)) => assert!(error.contains("broke"), "{error}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_peer_token_is_sent_to_its_address_only() {
+        set_token("t0ken");
+        let port = serve("127.0.0.1", 0).unwrap();
+        let address = format!("127.0.0.1:{port}");
+        set_peer_token(&address, "another cluster's");
+        let k = key("q-peer");
+        let _sender = channels::take_sender(&k).unwrap();
+        match runtime().block_on(fetch(&address, &k).recv()) {
+            Some(Message::Failed(error)) => assert!(error.contains("wrong token"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(token_for("127.0.0.1:1"), "t0ken");
+    }
+
+    #[test]
+    fn a_reader_that_goes_away_lets_the_producer_stop() {
+        set_token("t0ken");
+        let port = serve("127.0.0.1", 0).unwrap();
+        let k = key("q-gone");
+        let sender = channels::take_sender(&k).unwrap();
+        let mut receiver = fetch(&format!("127.0.0.1:{port}"), &k);
+        runtime().block_on(async {
+            let column = Arc::new(Int32Array::from(vec![1]));
+            let batch = RecordBatch::try_from_iter([("n", column as _)]).unwrap();
+            sender.send(Message::Batch(batch)).await.unwrap();
+            assert!(matches!(receiver.recv().await, Some(Message::Batch(_))));
+            drop(receiver);
+            tokio::time::timeout(Duration::from_secs(5), sender.closed())
+                .await
+                .expect("the producer's channel stayed open after its reader left");
+        });
     }
 }

@@ -155,6 +155,13 @@ fn set_token(token: &str) {
     net::set_token(token);
 }
 
+/// The token requests to the data plane at `address` carry (another cluster's than this
+/// process's own).
+#[pyfunction]
+fn set_peer_token(address: &str, token: &str) {
+    net::set_peer_token(address, token);
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyExchangeCodec>()?;
@@ -168,6 +175,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(files_to_read, m)?)?;
     m.add_function(wrap_pyfunction!(set_token, m)?)?;
+    m.add_function(wrap_pyfunction!(set_peer_token, m)?)?;
     m.add("CODEC_ID", CODEC_ID)?;
     Ok(())
 }

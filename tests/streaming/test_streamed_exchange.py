@@ -8,6 +8,8 @@ left open afterwards. The same queries with `exchange="spool"` stream nothing.
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 
@@ -15,7 +17,11 @@ from datafusion_distributed import DistributedConfig, DistributedContext
 from datafusion_distributed.errors import QueryFailed
 from datafusion_distributed.runtime import streams
 from datafusion_distributed.test_utils.compare import assert_tables_equal
-from datafusion_distributed.test_utils.distribution import assert_ran_distributed, assert_ran_on_one_node
+from datafusion_distributed.test_utils.distribution import (
+    assert_ran_distributed,
+    assert_ran_on_one_node,
+    tasks_run,
+)
 from datafusion_distributed.test_utils.tpch import TPCH_QUERY_NUMBERS, tpch_query
 
 SPLIT = {"bytes_per_partition": 8 * 1024, "broadcast_total_rows": None, "adaptive": False}
@@ -70,6 +76,126 @@ def test_a_limit_stops_its_producers_early(streamed):
     assert streams.open_channels() == 0
 
 
+def head_inputs(df) -> set[int]:
+    """The stages the head of `df`'s query reads (its last stage, run in the coordinator)."""
+    final = df.distributed_plan().final
+    assert final.task_count == 1, "the last stage runs on the workers"
+    return {inp.producer for inp in final.inputs}
+
+
+def test_the_head_reads_its_inputs_as_streams(streamed, single_node_sf001):
+    """The last stage, one task run in the coordinator, reads its producers' streams."""
+    df = streamed.sql(tpch_query(1))
+    got = df.to_arrow_table()
+    assert head_inputs(df) <= set(df.metrics.streamed_stages)
+    assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf001.sql(tpch_query(1)).to_arrow_table())
+
+
+SHUFFLED_JOIN = (
+    "SELECT l_orderkey, l_quantity, o_orderdate FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+    "WHERE l_quantity > 10"
+)
+
+
+def test_a_limit_over_a_shuffled_join_answers_from_the_first_batches(
+    tpch_sf001, distributed_tpch, single_node_sf001
+):
+    """Every stage streams, the head included: its ten rows are rows of the join, and every
+    task of every stage ends and reports (a producer whose reader left stops at once)."""
+    shuffled = DistributedConfig(
+        exchange="stream",
+        bytes_per_partition=8 * 1024,
+        broadcast_total_rows=0,
+        broadcast_total_bytes=0,
+        adaptive=False,
+    )
+    with distributed_tpch(tpch_sf001, config=shuffled) as dctx:
+        df = dctx.sql(SHUFFLED_JOIN + " LIMIT 10")
+        got = df.to_arrow_table()
+        plan = df.distributed_plan()
+    assert got.num_rows == 10
+    join = single_node_sf001.sql(SHUFFLED_JOIN).to_arrow_table()
+    assert set(map(tuple, got.to_pylist())) <= set(map(tuple, join.to_pylist()))  # some ten rows of it
+    assert any("mode=Partitioned" in node.line for node in plan.final.root.walk())
+    assert set(df.metrics.streamed_stages) == {stage.id for stage in plan.stages[:-1]}
+    assert_ran_distributed(df.metrics)
+    assert tasks_run(df.metrics) == {stage.id: stage.task_count for stage in plan.stages}
+    assert streams.open_channels() == 0
+
+
+def losing_a_head_producer(monkeypatch, lost: list[str], handed_out: threading.Event) -> None:
+    """Task 1 of the stage the head reads fails as if its worker were lost, once the head has
+    handed a batch out (or 2 s passed)."""
+    from datafusion_distributed.coordinator.scheduler import QueryRun
+    from datafusion_distributed.errors import WorkerUnreachable
+
+    run_task = QueryRun._run_task
+
+    def losing(self, stage, task, worker, attempt=0, plan=None, feeds=()):
+        final = self.state.plan.final
+        feeds_head = any(inp.producer == stage.id for inp in final.inputs)
+        if not lost and feeds_head and task.index == 1 and self.state.streams.head:
+            handed_out.wait(timeout=2)
+            lost.append(worker)
+            raise WorkerUnreachable(worker, "connection refused (made up by the test)")
+        return run_task(self, stage, task, worker, attempt, plan, feeds)
+
+    monkeypatch.setattr(QueryRun, "_run_task", losing)
+
+
+# the head coalesces the aggregate's two tasks (a limit above the result's size keeps it in the
+# coordinator), handing out each task's batches as they come
+GROUPED = "SELECT l_orderkey, sum(l_quantity) AS q FROM lineitem GROUP BY l_orderkey LIMIT 1000000"
+
+
+def test_a_worker_lost_while_the_head_reads_streams_is_recovered_for_a_whole_result(
+    tpch_sf001, distributed_tpch, single_node_sf001, monkeypatch
+):
+    """collect() gathers the whole result before handing it out: what the head read is
+    dropped, and the stages run again spooled, with the same answer."""
+    lost: list[str] = []
+    handed_out = threading.Event()
+    handed_out.set()
+    losing_a_head_producer(monkeypatch, lost, handed_out)
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(exchange="stream", **SPLIT)) as dctx:
+        df = dctx.sql(GROUPED)
+        got = df.to_arrow_table()
+    assert lost and df.metrics.lost_workers == lost
+    assert df.metrics.streamed_stages == []  # run again spooled
+    assert_ran_distributed(df.metrics)
+    assert_tables_equal(got, single_node_sf001.sql(GROUPED).to_arrow_table(), sql=GROUPED)
+    assert streams.open_channels() == 0
+
+
+def test_a_worker_lost_after_the_head_handed_batches_out_says_so(tpch_sf001, distributed_tpch, monkeypatch):
+    """A result streamed to the caller cannot take back the batches it handed out."""
+    from datafusion_distributed.errors import ResultStreamLost
+
+    lost: list[str] = []
+    handed_out = threading.Event()
+    losing_a_head_producer(monkeypatch, lost, handed_out)
+    with distributed_tpch(tpch_sf001, config=DistributedConfig(exchange="stream", **SPLIT)) as dctx:
+        stream = dctx.sql(GROUPED).execute_stream()
+        next(stream)
+        handed_out.set()
+        with pytest.raises(ResultStreamLost, match=r"after \d+ batch"):
+            for _ in stream:
+                pass
+    assert lost
+    assert streams.open_channels() == 0
+
+
+def test_an_error_in_the_head_is_its_own(streamed):
+    """The head fails on its own: its error is the query's, at once."""
+    sql = "SELECT 1 / (sum(l_linenumber) - sum(l_linenumber)) FROM lineitem"
+    df = streamed.sql(sql)
+    assert head_inputs(df) and len(df.distributed_plan().stages) > 1
+    with pytest.raises(QueryFailed, match="(?i)divide by zero"):
+        df.to_arrow_table()
+    assert streams.open_channels() == 0
+
+
 def test_an_error_in_a_producer_fails_the_query_with_its_message(streamed):
     sql = "SELECT l_returnflag, sum(l_quantity / (l_linenumber - l_linenumber)) FROM lineitem GROUP BY 1"
     with pytest.raises(QueryFailed, match="(?i)divide by zero"):
@@ -103,6 +229,7 @@ def test_worker_processes_stream_through_their_data_planes(tpch_sf001, single_no
             df = dctx.sql(tpch_query(n))
             got = df.to_arrow_table()
             assert df.metrics.streamed_stages, n
+            assert head_inputs(df) <= set(df.metrics.streamed_stages), n  # the coordinator reads streams
             assert_ran_distributed(df.metrics)
             assert_tables_equal(got, single_node_sf001.sql(tpch_query(n)).to_arrow_table(), sql=tpch_query(n))
         assert cluster.spool_files() == []

@@ -41,6 +41,7 @@ from ..execution_plans.stage import DistributedPlan
 from ..protocol.auth import TokenServerMiddlewareFactory, read_pem
 from ..protocol.flight import ClientConfig, ClientPool
 from ..protocol.resolver import StaticResolver, WorkerResolver
+from ..runtime import streams
 from ..runtime.extensions import Extension, install, load, splittable_nodes
 from ..runtime.session import SessionBuilder, task_session
 from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
@@ -320,7 +321,9 @@ class Engine:
                     "session hook, plan rewrites or TLS; see docs/native.md)",
                 )
             host = urlparse(url).hostname or ""
-            self._data_planes[url] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            streams.trust_peer(address, self.clients.settings.auth_token or "")  # a head reads there
+            self._data_planes[url] = address
         return self._data_planes[url]
 
     def head_session(self, settings: TaskSettings = (), stores: ObjectStores = ()) -> SessionContext:

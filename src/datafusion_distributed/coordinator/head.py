@@ -185,7 +185,7 @@ class HeadStage:
             messages = run.task_inputs(run.plan.final, task)  # where the inputs are now
             recorder = TaskRecorder(COORDINATOR, messages)
             try:
-                resolved, _ = resolve_inputs(messages, functools.partial(self._read, recorder))
+                resolved, _ = resolve_inputs(messages, functools.partial(self._read, recorder), run.query_id)
                 return resolved, recorder
             except QueryFailed as exc:
                 run.retry.after_failure(exc, attempt, "fetching the final stage's inputs")

@@ -15,6 +15,7 @@ worker it sent a task to, when the query ends, fails or is abandoned.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -50,6 +51,7 @@ from .run_state import RunState
 from .services import RunServices
 from .shipping import TableShipper
 from .speculation import Speculation
+from .streamed_head import HeadEnd, StreamedHead
 from .streaming import StreamBroken, StreamPlan, close_stage, is_echo
 
 log = logging.getLogger("datafusion_distributed.coordinator")
@@ -84,10 +86,10 @@ class QueryRun:
         self.tasks_run: dict[int, tuple[TaskPlan, ...]] = {}
         self.stage_seconds: dict[int, float] = {}
         final = plan.final
-        final_on_workers = plan.write is None and not plan.in_memory and final.task_count > 1
+        final_here = plan.write is None and not plan.in_memory and final.task_count == 1
         config = self.state.config
         reachable = services.in_process or self._data_planes_everywhere(config.exchange)
-        self.state.streams = StreamPlan.of(plan, config.exchange, reachable, final_on_workers)
+        self.state.streams = StreamPlan.of(plan, config.exchange, reachable, final_here)
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
         self.shipper = TableShipper(self.state)  # the plan's large memory tables, provided as producers
         # a file write split over the final stage's tasks: staged per attempt, committed at the end
@@ -105,6 +107,7 @@ class QueryRun:
         self.speculation = Speculation(
             self.state, self.tasks_run, self._submit, self._worker_for, self._given_up
         )
+        self.progress = threading.Condition()  # notified as stages start and finish
 
     def _data_planes_everywhere(self, exchange: str) -> bool:
         """Whether, with `exchange`, streams may cross processes: "stream", and every worker of
@@ -208,6 +211,8 @@ class QueryRun:
         self.state.placement[stage.id] = [self._worker_for(stage, t.index) for t in tasks]
         log.debug("stage %d: %d task(s) started", stage.id, len(tasks))
         self.state.events.stage_started(stage.id, self.state.placement[stage.id])
+        with self.progress:
+            self.progress.notify_all()
         placement, attempts = self.state.placement[stage.id], self.state.attempts
         # attempt 0, unless the stage runs again after a broken stream
         return {
@@ -215,9 +220,10 @@ class QueryRun:
             for t in tasks
         }
 
-    def run_stages(self, stage_ids: Sequence[int]) -> None:
+    def run_stages(self, stage_ids: Sequence[int], head: HeadEnd | None = None) -> None:
         """Run the stages of `stage_ids` on workers, each as soon as its producers are
-        complete, as re-planned then (`adapted`)."""
+        complete, as re-planned then (`adapted`); until `head`, a head stage reading their
+        streams, says it ended."""
         waiting = list(stage_ids)
         running: dict[Future, tuple[Stage, int]] = {}
         partial: dict[int, list[TaskResult | None]] = {}
@@ -226,9 +232,11 @@ class QueryRun:
         echoes: list[tuple[float, Stage, int, BaseException]] = []  # failures echoing another's
         try:
             while waiting or running or echoes:
+                if head is not None and head.stops(bool(waiting)):
+                    return  # the head needs no more: what still runs stops with the query's release
                 for stage_id in list(waiting):
                     stage = self.state.plan.stage(stage_id)
-                    ready = all(self._readable(inp) for inp in stage.inputs)
+                    ready = all(self.readable(inp) for inp in stage.inputs)
                     if ready and not self.adapter.held(stage):
                         waiting.remove(stage_id)
                         adapted = self.adapter.adapted(stage)
@@ -246,9 +254,10 @@ class QueryRun:
                         break  # the rest were folded into the last stage
                     raise QueryFailed("stages wait on inputs that never run (a cycle in the plan?)")
                 self.speculation.check(running)  # may race a straggler's call with a second attempt
-                done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                wake = head.wake() if head is not None else ()
+                done, _ = wait([*running, *wake], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 self.state.cancel_scope.check()
-                for future in done:
+                for future in done - set(wake):
                     stage, index = running.pop(future)
                     self._input_holders.pop(future, None)
                     worker = self.state.placement[stage.id][index]
@@ -295,7 +304,7 @@ class QueryRun:
             # them, so that no file is staged after its staging folder is deleted.
             self._unfinished.extend(running)
 
-    def _readable(self, inp: StageInput) -> bool:
+    def readable(self, inp: StageInput) -> bool:
         """Whether a stage may start reading its input `inp`: its producers are complete, or,
         streamed, have started."""
         if self.state.streams.streams(inp):
@@ -401,6 +410,8 @@ class QueryRun:
 
     def _finish_stage(self, stage: Stage, results: list, started: float) -> None:
         self.state.results[stage.id] = results
+        with self.progress:
+            self.progress.notify_all()
         for inp in stage.inputs:
             if self.state.streams.streams(inp):  # what it never read lets its producers end
                 workers = self.state.placement.get(inp.producer, [])
@@ -474,6 +485,9 @@ class QueryRun:
         self.shipper.ship_all()
         self.state.metrics.streamed_stages = sorted(self.state.streams.producers)
         final_id = self.state.plan.final.id
+        if self.state.streams.head:  # it runs here, reading streams as its producers run
+            yield from StreamedHead(self, on_restart).run()
+            return
         if final_id in self.state.streams.pinned:  # it reads streams: it starts with its producers
             self._run_streaming([stage.id for stage in self.state.plan.stages])
             yield from self.head.gather(on_restart)
@@ -495,16 +509,16 @@ class QueryRun:
         try:
             self.run_stages(stage_ids)
         except StreamBroken as broken:
-            log.warning("%s; running them again with spooled exchanges", broken)
-            self.state.events.task_rerun()
-            cause = broken.__cause__ if broken.__cause__ is not None else broken
-            self._spool_instead(cause)
-            self.run_stages(self._still_needed(stage_ids))
+            self.run_spooled(broken, stage_ids)
 
-    def _spool_instead(self, cause: BaseException) -> None:
-        """Stop this run's streams and forget what the streamed stages made (it was read by
-        tasks that did not finish), marking the lost worker dead and recomputing the files it
-        held; the stages run with spooled exchanges from now on."""
+    def run_spooled(self, broken: StreamBroken, stage_ids: list[int]) -> None:
+        """After `broken`, stop this run's streams and forget what the streamed stages made (it
+        was read by tasks that did not finish), marking the lost worker dead and recomputing
+        the files it held; then run the stages of `stage_ids` still needed, and all stages from
+        now on, with spooled exchanges."""
+        log.warning("%s; running them again with spooled exchanges", broken)
+        self.state.events.task_rerun()
+        cause = broken.__cause__ if broken.__cause__ is not None else broken
         self.state.retry.after_failure(cause, 1, "a streamed run")  # the lost worker is dead now
         streams.release(self.state.query_id)  # every sink and source of the query here stops
         for stage_id in self.state.streams.producers:  # and on the workers: their readers break off
@@ -517,6 +531,7 @@ class QueryRun:
         self.state.streams = StreamPlan()
         self.state.metrics.streamed_stages = []
         self.recompute_lost_outputs()
+        self.run_stages(self._still_needed(stage_ids))
 
     def _still_needed(self, stage_ids: list[int]) -> list[int]:
         """The stages of `stage_ids` not complete whose output some stage still needs: the

@@ -5,9 +5,10 @@ read by exactly one consumer stage, each output partition by one consumer task: 
 coalesces and merges, not broadcasts nor shipped tables. Its consumer then starts as soon as
 its producers have started, and both run at once: the cluster's workers run every task they
 are sent at once (each in a thread of its own), so no producer ever waits for a slot its own
-consumer holds, and each channel's bounded buffer is the back-pressure. It never streams:
-- into the last stage when that runs in the coordinator or writes files (the coordinator reads
-  files), nor out of a stage that reads a feed;
+consumer holds, and each channel's bounded buffer is the back-pressure. The last stage, when it
+is one task, runs in the coordinator reading its streams as they come (`head`: a LIMIT answers
+once its rows arrive). It never streams:
+- into the last stage when that writes files, nor out of a stage that reads a feed;
 - to workers that serve no data plane: between processes a stream crosses the producer
   worker's data-plane server (plain TCP with the cluster's token), which a worker with TLS,
   a memory limit, a session hook or plan rewrites does not start;
@@ -52,7 +53,7 @@ STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)
 # while the one that caused it may still come (see `is_echo`)
 ECHOES = (
     "ended before its producer finished",
-    "was released while",
+    streams.RELEASED,
     "is not streamed",
     "from the data plane at",
 )
@@ -70,10 +71,12 @@ class StreamBroken(RuntimeError):
 @dataclass(frozen=True)
 class StreamPlan:
     """The exchanges of one run that stream: `producers` are the stages whose outputs do, and
-    `pinned` the stages that keep the shape they were planned with (see the module docstring)."""
+    `pinned` the stages that keep the shape they were planned with (see the module docstring);
+    `head` says whether the last stage, run in the coordinator, reads streams."""
 
     producers: frozenset[int] = frozenset()
     pinned: frozenset[int] = frozenset()
+    head: bool = False
 
     @classmethod
     def of(
@@ -81,12 +84,12 @@ class StreamPlan:
         plan: DistributedPlan,
         exchange: str,
         in_process: bool,
-        final_on_workers: bool,
+        final_here: bool,
     ) -> StreamPlan:
         """The exchanges of `plan` that stream with the setting `exchange`; `in_process` says
-        whether streams can reach every worker (all in this process, or each serving a data
-        plane), `final_on_workers` whether the last stage runs on workers (several tasks, no
-        file write)."""
+        whether streams can reach every worker and this process (all in this process, or each
+        worker serving a data plane), `final_here` whether the last stage runs in the
+        coordinator (one task) rather than on workers or as a file write."""
         if exchange == "spool" or len(plan.stages) < 2:
             return cls()
         if exchange == "auto":  # streams where it was measured to pay: nowhere yet (see above)
@@ -100,7 +103,7 @@ class StreamPlan:
         readers = Counter(inp.producer for stage in plan.stages for inp in stage.inputs)
         producers = set()
         for stage in plan.stages:
-            if stage.id == plan.final.id and not final_on_workers:
+            if stage.id == plan.final.id and plan.write is not None:
                 continue
             if stage.skew_inputs:
                 continue
@@ -117,7 +120,8 @@ class StreamPlan:
                     producers.add(inp.producer)
         consumers = {stage.id for stage in plan.stages if any(i.producer in producers for i in stage.inputs)}
         fed = {i.producer for s in plan.stages if s.id in consumers for i in s.inputs if i.table is None}
-        return cls(frozenset(producers), frozenset(producers | consumers | fed))
+        head = final_here and plan.final.id in consumers
+        return cls(frozenset(producers), frozenset(producers | consumers | fed), head)
 
     def streams(self, inp: StageInput) -> bool:
         """Whether the input `inp` of a stage is read as a stream."""

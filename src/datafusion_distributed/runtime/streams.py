@@ -65,6 +65,7 @@ class Channel(_ProducerAttempt, Protocol):
 
 
 CODEC_ID: str = _native.CODEC_ID
+RELEASED = "was released while"  # in the error of a sink or source whose query was released
 _CODEC = _native.ExchangeCodec()
 # id(ctx) -> (ctx, ctx with the codec), for the newest contexts: each entry keeps its `ctx`
 # alive, so the id is not reused meanwhile; the sessions tasks run in are few and long-lived
@@ -128,6 +129,12 @@ def serve(host: str, token: str, port: int = 0) -> int:
         if (host, port) not in _serving:
             _serving[host, port] = _native.serve(host, port)
         return _serving[host, port]
+
+
+def trust_peer(address: str, token: str) -> None:
+    """Send `token` to the data plane at `address`: another cluster's, whose streams this
+    process reads (a coordinator reading its workers'), where its own token may differ."""
+    _native.set_peer_token(address, token)
 
 
 def release(query_id: str) -> None:

@@ -192,7 +192,10 @@ class TaskRunner:
             lost: str | None = message.worker
             text = "the worker is stopping"
         else:
-            if cancelled:  # its query was cancelled: a user's choice, not a failure
+            # its query was cancelled (a user's choice, not a failure), or released while the
+            # task streamed (its reader needed no more; the release reached another worker of
+            # this process first)
+            if cancelled or streams.RELEASED in str(exc):
                 log.debug("%s cancelled: %s", name, exc)
             else:
                 log.warning("%s failed: %s", name, exc)
