@@ -339,6 +339,27 @@ def test_auto_spools_in_one_process(tpch_sf001, distributed_tpch, single_node_sf
     assert_tables_equal(got, single_node_sf001.sql(tpch_query(3)).to_arrow_table())
 
 
+def test_auto_streams_a_limit_that_may_stop_its_producers_early(
+    tpch_sf001, distributed_tpch, single_node_sf001
+):
+    """The one case streaming was measured to pay in one process: a last stage with a limit
+    and no sort under it answers once its rows arrive, and the stages below stop then."""
+    config = DistributedConfig(bytes_per_partition=8 * 1024, broadcast_total_rows=0, broadcast_total_bytes=0)
+    with distributed_tpch(tpch_sf001, config=config) as dctx:
+        assert dctx.config.exchange == "auto"
+        limited = dctx.sql(SHUFFLED_JOIN + " LIMIT 10")
+        assert limited.to_arrow_table().num_rows == 10
+        stages = len(limited.distributed_plan().stages)
+        sorted_first = dctx.sql(SHUFFLED_JOIN + " ORDER BY l_orderkey, l_quantity, o_orderdate LIMIT 10")
+        got = sorted_first.to_arrow_table()
+    assert len(limited.metrics.streamed_stages) == stages - 1
+    assert sorted_first.metrics.streamed_stages == []  # a sort reads everything first: spooled
+    assert_ran_distributed(sorted_first.metrics)
+    expected = single_node_sf001.sql(SHUFFLED_JOIN + " ORDER BY l_orderkey, l_quantity, o_orderdate LIMIT 10")
+    assert_tables_equal(got, expected.to_arrow_table())
+    assert streams.open_channels() == 0
+
+
 def test_explain_analyze_says_which_stages_streamed(streamed):
     text = streamed.sql(tpch_query(3)).explain_string(analyze=True)
     assert "streamed=" in text

@@ -33,7 +33,8 @@ from ..distributed_planner.boundaries import declare_splittable
 from ..distributed_planner.config import DistributedConfig, QueryPlanConfig
 from ..distributed_planner.file_pruning import TableStatistics, pruned_plan
 from ..distributed_planner.one_node import choose_plan
-from ..distributed_planner.planner import plan_query
+from ..distributed_planner.planner import plan_query, single_node_plan
+from ..distributed_planner.small_plans import one_task_anyway
 from ..errors import ContextClosed, WorkersUnavailable, WorkerUnreachable
 from ..events.chain import HandlerChain
 from ..execution_plans.object_stores import ObjectStores, S3Store, with_store
@@ -44,7 +45,7 @@ from ..protocol.resolver import StaticResolver, WorkerResolver
 from ..runtime import streams
 from ..runtime.extensions import Extension, install, load, splittable_nodes
 from ..runtime.session import SessionBuilder, task_session
-from ..runtime.session_settings import TaskSessions, TaskSettings, travelling_settings
+from ..runtime.session_settings import TaskSessions, TaskSettings, context_settings, travelling_settings
 from ..work_unit_feed.service import FeedService
 from .settings import changed_settings
 
@@ -57,6 +58,17 @@ class PlannedQuery:
 
     plan: DistributedPlan
     config: QueryPlanConfig
+
+
+@dataclass(frozen=True)
+class PlanningState:
+    """The session queries are planned in (the user's, with the cluster's partitions and
+    broadcast thresholds set), the user's settings their tasks carry (`travelling_settings`),
+    and whether the session plans with the user's own partitions."""
+
+    session: SessionContext
+    task_settings: TaskSettings
+    own_partitions: bool
 
 
 def _feed_middleware(clients: ClientPool) -> dict[str, Any] | None:
@@ -129,7 +141,7 @@ class Engine:
         started_here = getattr(self.resolver, "auth_token", None) is not None
         self._worker_check = None if checked_at_start or started_here else WorkerCheck(self.clients)
         # (key, planning session, the settings its tasks carry), made again when the key changes
-        self._planning: tuple[tuple[str, TaskSettings], SessionContext, TaskSettings] | None = None
+        self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], PlanningState] | None = None
         self._planning_lock = threading.Lock()
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
         # embedded cluster) alive until the garbage collector finds it
@@ -192,23 +204,27 @@ class Engine:
         user's context as it was; a plan made from a logical plan holds its UDFs itself.
         (DataFusion's Python API makes such a copy only through `enable_url_table`; a plan made
         from a logical plan never looks tables up by name, so url tables change nothing here.)"""
-        return self._planning_state((config or self.config).planner(workers))[0]
+        return self._planning_state((config or self.config).planner(workers)).session
 
-    def _planning_state(self, config: QueryPlanConfig) -> tuple[SessionContext, TaskSettings]:
-        """The planning session (see `planning_session`) and the user's settings its queries'
-        tasks carry (`travelling_settings`), both made again only when the user's settings (or
-        the cluster's size) changed: the copy and its SETs cost more than planning a small query."""
+    def _planning_state(self, config: QueryPlanConfig) -> PlanningState:
+        """The planning session (see `planning_session`) and what depends on it, made again only
+        when the user's settings (or the cluster's size) changed: the copy and its SETs cost
+        more than planning a small query."""
         overrides = tuple(config.datafusion_settings().items())
         key = (repr(self.ctx), overrides)  # the context's repr lists every setting
         with self._planning_lock:
             if self._planning is not None and self._planning[0] == key:
-                return self._planning[1], self._planning[2]
+                return self._planning[1]
         session = self.ctx.enable_url_table()
         for name, value in overrides:
             session.sql(f"SET {name} = {value}")
-        state = (session, travelling_settings(session))
+        partitions = "datafusion.execution.target_partitions"
+        own_partitions = context_settings(self.ctx).get(partitions) == context_settings(session).get(
+            partitions
+        )
+        state = PlanningState(session, travelling_settings(session), own_partitions)
         with self._planning_lock:
-            self._planning = (key, *state)
+            self._planning = (key, state)
         return state
 
     def use_config(self, config: DistributedConfig) -> None:
@@ -243,8 +259,14 @@ class Engine:
         stores = self._object_stores
 
         def cut(logical: LogicalPlan) -> DistributedPlan:
-            session, task_settings = self._planning_state(config)
+            planning = self._planning_state(config)
+            session = planning.session
             physical = session.create_dataframe_from_logical_plan(logical).execution_plan()
+            if (one_task := one_task_anyway(physical, config, self.handlers)) is not None:
+                # not worth cutting; run as planned when planned with the context's own partitions
+                # (only how joins build may differ, never the answer), else planned again there
+                runs_in = self.ctx if planning.own_partitions else session
+                return single_node_plan(physical, runs_in, tasks=one_task)
             plan = plan_query(
                 physical,
                 session,
@@ -254,7 +276,7 @@ class Engine:
                 self._head_sessions.base(),  # built as the workers' are: what a task plan meets
                 self.file_statistics,
             )
-            return dataclasses.replace(plan, task_settings=task_settings, object_stores=stores)
+            return dataclasses.replace(plan, task_settings=planning.task_settings, object_stores=stores)
 
         lacking = self._lacking_extensions(workers)
         plan = choose_plan(df, self.ctx, cut, stores, self._session_hook, lacking, self._pruned)

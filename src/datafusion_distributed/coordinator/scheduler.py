@@ -88,8 +88,7 @@ class QueryRun:
         final = plan.final
         final_here = plan.write is None and not plan.in_memory and final.task_count == 1
         config = self.state.config
-        reachable = services.in_process or self._data_planes_everywhere(config.exchange)
-        self.state.streams = StreamPlan.of(plan, config.exchange, reachable, final_here)
+        self.state.streams = StreamPlan.of(plan, config.exchange, self._streams_reach, final_here)
         self.head = HeadStage(self.state, recompute=self.recompute_lost_outputs)
         self.shipper = TableShipper(self.state)  # the plan's large memory tables, provided as producers
         # a file write split over the final stage's tasks: staged per attempt, committed at the end
@@ -109,11 +108,13 @@ class QueryRun:
         )
         self.progress = threading.Condition()  # notified as stages start and finish
 
-    def _data_planes_everywhere(self, exchange: str) -> bool:
-        """Whether, with `exchange`, streams may cross processes: "stream", and every worker of
-        the run serves a data plane."""
+    def _streams_reach(self) -> bool:
+        """Whether streams reach every worker of the run and this process: all in this process,
+        or each serving a data plane."""
         data_plane = self.state.services.data_plane
-        if exchange != "stream" or data_plane is None:
+        if self.state.services.in_process:
+            return True
+        if data_plane is None:
             return False
         try:
             for worker in self.state.workers:

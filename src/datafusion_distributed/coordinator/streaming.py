@@ -16,8 +16,10 @@ once its rows arrive). It never streams:
   DataFusion's FFI rebuilds with a default runtime (local files, no registered object store, no
   memory limit), so a plan that scans an object store, or a cluster whose sessions a hook
   builds, spools.
-`exchange = "auto"` (the default) spools for now (measured: benchmarks/README.md, "Streamed
-exchanges").
+`exchange = "auto"` (the default) streams only a plan whose last stage, run in the coordinator,
+may stop before its inputs end (a LIMIT with no sort under it): its stages then stop once it
+has its rows, instead of finishing first. Elsewhere it spools: whole queries measured no faster
+streamed (benchmarks/README.md, "Streamed exchanges").
 Stages that stream, read a stream, or feed a stage that does are never re-planned from their
 inputs' sizes (there are none yet) nor raced by speculation. A streamed run whose worker is
 lost stops its streams and runs the stages that streamed again, spooled (`StreamBroken`).
@@ -35,7 +37,7 @@ from ..codec import scan_kind
 from ..codec.scan import object_store_url
 from ..distributed_planner.one_node import LOCAL_STORE
 from ..errors import WORKER_ERRORS
-from ..execution_plans.stage import BoundaryKind, DistributedPlan, StageInput
+from ..execution_plans.stage import BoundaryKind, DistributedPlan, Stage, StageInput
 from ..protocol.messages import StreamChannel, TaskInput
 from ..runtime import streams
 
@@ -44,8 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("datafusion_distributed.coordinator")
 
-# "auto" spools: measured (benchmarks/README.md, "Streamed exchanges"), streaming ran TPC-H SF 1
-# no faster than files read in place, and the stages it pins lose adaptive re-planning.
+# "auto" streams only a head that may stop early: measured (benchmarks/README.md, "Streamed
+# exchanges"), streaming ran TPC-H SF 1 no faster than files read in place, and the stages it
+# pins lose adaptive re-planning; a LIMIT over a shuffled join answered in half the time.
 STREAMABLE = (BoundaryKind.SHUFFLE, BoundaryKind.COALESCE, BoundaryKind.MERGE)
 
 
@@ -83,18 +86,18 @@ class StreamPlan:
         cls,
         plan: DistributedPlan,
         exchange: str,
-        in_process: bool,
+        reachable: Callable[[], bool],
         final_here: bool,
     ) -> StreamPlan:
-        """The exchanges of `plan` that stream with the setting `exchange`; `in_process` says
+        """The exchanges of `plan` that stream with the setting `exchange`; `reachable()` says
         whether streams can reach every worker and this process (all in this process, or each
         worker serving a data plane), `final_here` whether the last stage runs in the
         coordinator (one task) rather than on workers or as a file write."""
         if exchange == "spool" or len(plan.stages) < 2:
             return cls()
-        if exchange == "auto":  # streams where it was measured to pay: nowhere yet (see above)
-            return cls()
-        if not in_process:
+        if exchange == "auto" and not (final_here and stops_early(plan.final)):
+            return cls()  # streams only where it was measured to pay (see above)
+        if not reachable():
             log.info("exchange='stream', but not every worker serves a data plane: exchanges spooled")
             return cls()
         if (url := _object_store_read(plan)) is not None:
@@ -126,6 +129,27 @@ class StreamPlan:
     def streams(self, inp: StageInput) -> bool:
         """Whether the input `inp` of a stage is read as a stream."""
         return inp.producer in self.producers
+
+
+def stops_early(stage: Stage) -> bool:
+    """Whether `stage` may end before it has read all of its inputs: a limit of its own with no
+    sort under it (a sort, TopK or merge, has read its inputs whole before it hands out a row)."""
+    boundaries = {inp.where.boundary: inp.where.runs_boundary for inp in stage.inputs}
+    pending = [stage.root]
+    while pending:
+        node = pending.pop()
+        runs_here = boundaries.get(node.raw, True)  # an input's boundary may run here, over it
+        if "Sort" in node.name:
+            continue  # what is below it is read whole first
+        limited = node.name in ("GlobalLimitExec", "LocalLimitExec") or (
+            node.name in ("CoalescePartitionsExec", "CoalesceBatchesExec")
+            and node.attribute("fetch") is not None
+        )
+        if runs_here and limited:
+            return True
+        if node.raw not in boundaries:
+            pending.extend(node.children)
+    return False
 
 
 def _object_store_read(plan: DistributedPlan) -> str | None:

@@ -3,9 +3,10 @@
 Some statements must never be planned twice (DataFusion acts on them while planning), some
 are over once planned, some writes cannot be staged, some scans read through an object store
 only the user's context has, and a plan that did not travel must not read a work-unit feed.
-Everything else is cut into stages by `plan_query`; a plan it keeps on one node runs exactly
-what the user's own context would run (a plan of one task that travels faithfully with its
-joins under yield points, where that costs nothing: see `yield_points`).
+Everything else is cut into stages by `plan_query`; a plan it keeps on one node runs what the
+user's own context would run (a plan of one task that travels faithfully with its joins under
+yield points, where that costs nothing: see `yield_points`), planned with the context's own
+partitions.
 """
 
 from __future__ import annotations
@@ -143,9 +144,11 @@ def choose_plan(
                 # one task, run here; from its bytes, so that it reads the feed's units
                 plan = dataclasses.replace(plan, physical=None, session=None)
             elif plan.in_memory:
-                # Run exactly what the user's own context runs: planned with their settings
-                # (partitions, memory limit), showing their information_schema.
-                physical, pruned = prune(df.execution_plan())
+                # Run what the user's own context runs: planned with their settings (partitions,
+                # memory limit), showing their information_schema; or, planned already with
+                # their partitions, the plan as `cut` made it (see `small_plans`).
+                kept = plan.physical if plan.session is ctx else None
+                physical, pruned = prune(kept if kept is not None else df.execution_plan())
                 plan = single_node_plan(physical, ctx, plan.single_node, plan.final.reason)
                 if (
                     not plan.single_node and plan.physical is not None
