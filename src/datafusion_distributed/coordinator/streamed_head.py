@@ -167,8 +167,10 @@ class StreamedHead:
         exchanges; or ResultStreamLost when batches were handed out that cannot be dropped."""
         if delivered:
             if self.on_restart is None:
-                cause = broken.__cause__
-                worker = lost_worker(cause) or draining_worker(cause) or "unknown"
+                cause = broken.__cause__ if broken.__cause__ is not None else broken
+                if (lost := lost_worker(cause)) is not None:
+                    self.query.state.retry.mark_dead(lost, cause)  # reported, and avoided later
+                worker = lost or draining_worker(cause) or "unknown"
                 raise ResultStreamLost(worker, delivered) from broken
             self.on_restart()
         self.query.run_spooled(broken, self.others)
