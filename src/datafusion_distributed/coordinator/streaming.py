@@ -98,10 +98,12 @@ class StreamPlan:
         if exchange == "auto" and not (final_here and stops_early(plan.final)):
             return cls()  # streams only where it was measured to pay (see above)
         if not reachable():
-            log.info("exchange='stream', but not every worker serves a data plane: exchanges spooled")
+            log.info("exchange=%r, but not every worker serves a data plane: exchanges spooled", exchange)
             return cls()
         if (url := _object_store_read(plan)) is not None:
-            log.info("exchange='stream', but a scan reads %s, out of a streaming producer's reach", url[:200])
+            log.info(
+                "exchange=%r, but a scan reads %s, out of a streaming producer's reach", exchange, url[:200]
+            )
             return cls()
         readers = Counter(inp.producer for stage in plan.stages for inp in stage.inputs)
         producers = set()
