@@ -90,3 +90,27 @@ def test_a_query_larger_than_a_task_is_still_cut(tpch_sf001, single_node_sf001):
         got = df.to_arrow_table()
     assert_ran_distributed(df)
     assert_tables_equal(got, single_node_sf001.sql(sql).to_arrow_table(), sql=sql)
+
+
+JOIN = "SELECT o_orderpriority, count(*) AS n FROM orders JOIN lineitem ON o_orderkey = l_orderkey GROUP BY 1"
+
+
+@pytest.mark.parametrize(("partitions", "mode"), [(4, "CollectLeft"), (3, "Partitioned")])
+def test_a_small_query_runs_as_the_cluster_planned_it_only_with_the_contexts_partitions(
+    tpch_sf001, partitions, mode
+):
+    """The context's thresholds partition every join; the cluster's collect this one. With the
+    context's own partitions (2 workers x 2) the plan runs as the cluster made it; with others it
+    is planned again in the context, as DataFusion alone would. The answer is the same."""
+    ctx = SessionContext(SessionConfig().with_target_partitions(partitions))
+    register_tpch(ctx, tpch_sf001)
+    ctx.sql("SET datafusion.optimizer.hash_join_single_partition_threshold = 0")
+    ctx.sql("SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0")
+    with DistributedContext(ctx) as dctx:
+        df = dctx.sql(JOIN)
+        plan = df.distributed_plan()
+        got = df.to_arrow_table()
+    assert plan.in_memory and plan.physical is not None
+    assert f"mode={mode}" in plan.physical.display_indent()
+    assert_ran_on_one_node(df)
+    assert_tables_equal(got, ctx.sql(JOIN).to_arrow_table(), sql=JOIN)

@@ -140,7 +140,7 @@ class Engine:
         self.liveness.quarantine.notify = self.handlers.notify  # a worker quarantined or restored
         started_here = getattr(self.resolver, "auth_token", None) is not None
         self._worker_check = None if checked_at_start or started_here else WorkerCheck(self.clients)
-        # (key, planning session, the settings its tasks carry), made again when the key changes
+        # (key, the planning session and what depends on it), made again when the key changes
         self._planning: tuple[tuple[str, tuple[tuple[str, str], ...]], PlanningState] | None = None
         self._planning_lock = threading.Lock()
         # a partial, not a lambda over self: a cycle would keep an unclosed context (and its
@@ -218,11 +218,13 @@ class Engine:
         session = self.ctx.enable_url_table()
         for name, value in overrides:
             session.sql(f"SET {name} = {value}")
-        partitions = "datafusion.execution.target_partitions"
-        own_partitions = context_settings(self.ctx).get(partitions) == context_settings(session).get(
-            partitions
+
+        def partitions(ctx: SessionContext) -> str | None:
+            return context_settings(ctx).get("datafusion.execution.target_partitions")
+
+        state = PlanningState(
+            session, travelling_settings(session), partitions(self.ctx) == partitions(session)
         )
-        state = PlanningState(session, travelling_settings(session), own_partitions)
         with self._planning_lock:
             self._planning = (key, state)
         return state
