@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hmac
 import itertools
 import logging
 import threading
@@ -44,6 +43,7 @@ from .. import (
     QueryFailed,
     WorkerResolver,
 )
+from ..protocol.auth import TokenServerMiddlewareFactory
 from . import metadata
 from .messages import CANCELLED, FLIGHT, NOT_CANCELLABLE, SQL, name_of, pack, unpack
 from .sessions import Admission, Session, Sessions, Statements
@@ -75,21 +75,6 @@ class ServeOptions:
     session_idle_seconds: float = 3600.0
 
 
-class _BearerToken(fl.ServerMiddlewareFactory):
-    """Refuses every call that does not carry the server's token, before it does any work."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-    def start_call(self, info: fl.CallInfo, headers: dict[str, list[str]]) -> None:
-        given = headers.get("authorization", [])
-        if not any(hmac.compare_digest(value.encode(), self._expected) for value in given):
-            raise fl.FlightUnauthenticatedError(
-                "this server needs its token: send the header 'authorization: Bearer <token>'"
-                + (" (the one given is wrong)" if given else "")
-            )
-
-
 class FlightSqlServer(fl.FlightServerBase):
     """A Flight SQL server over `workers` (None: an embedded cluster of the config's
     `embedded_workers`, started here and stopped with the server; or URLs, or a resolver),
@@ -115,7 +100,7 @@ class FlightSqlServer(fl.FlightServerBase):
             super().__init__(
                 f"{scheme}://{self.options.host}:{self.options.port}",
                 tls_certificates=[self.options.tls] if self.options.tls else None,
-                middleware={"auth": _BearerToken(self.options.auth_token)}
+                middleware={"auth": _bearer_token(self.options.auth_token)}
                 if self.options.auth_token
                 else None,
             )
@@ -327,6 +312,13 @@ class FlightSqlServer(fl.FlightServerBase):
         if kind == "CommandGetSqlInfo":
             return metadata.sql_info(list(command.info))
         raise NotImplementedError(f"{kind} is not supported")
+
+
+def _bearer_token(token: str) -> TokenServerMiddlewareFactory:
+    """Refuses every call without the server's token, as workers refuse calls without theirs."""
+    return TokenServerMiddlewareFactory(
+        token, hint="send the header 'authorization: Bearer <token>'", owner="this server's"
+    )
 
 
 @contextlib.contextmanager

@@ -45,11 +45,17 @@ class _Authenticated(flight.ServerMiddleware):
     pass
 
 
-class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
-    """Refuses every call that does not carry `authorization: Bearer <token>`."""
+WORKERS_TOKEN_HINT = f"set DistributedConfig.auth_token or {TOKEN_ENV} to the workers' token"
 
-    def __init__(self, token: str) -> None:
+
+class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
+    """Refuses every call that does not carry `authorization: Bearer <token>`, before it does
+    any work; `hint` tells a caller without a token how to send it, and `owner` whose token
+    a wrong one does not match."""
+
+    def __init__(self, token: str, *, hint: str = WORKERS_TOKEN_HINT, owner: str = "this worker's") -> None:
         self._expected = f"Bearer {check_token(token)}".encode()
+        self._hint, self._owner = hint, owner
 
     def start_call(
         self, info: flight.CallInfo, headers: dict[str, list[str | bytes]]
@@ -58,13 +64,14 @@ class TokenServerMiddlewareFactory(flight.ServerMiddlewareFactory):
         values = headers.get("authorization") or headers.get("Authorization") or []
         if not values:
             raise flight.FlightUnauthenticatedError(
-                "unauthenticated: the call carries no token (set DistributedConfig.auth_token or "
-                f"{TOKEN_ENV} to the workers' token)"
+                f"unauthenticated: the call carries no token ({self._hint})"
             )
         given = values[0]
         given = given.encode() if isinstance(given, str) else bytes(given)
         if not hmac.compare_digest(given, self._expected):
-            raise flight.FlightUnauthenticatedError("unauthenticated: the token does not match this worker's")
+            raise flight.FlightUnauthenticatedError(
+                f"unauthenticated: the token does not match {self._owner}"
+            )
         return _Authenticated()
 
 
