@@ -30,30 +30,27 @@ def one_task_anyway(plan: ExecutionPlan, config: QueryPlanConfig, handlers: Hand
     of a stage's task line; None when only cutting it can tell."""
     if config.cardinality_factor > 1 or any(_sizes_tasks(h) for h in handlers.user):
         return None
+    if plan.display().split(":", 1)[0].strip().endswith("SinkExec"):
+        return None  # a write: staged over tasks by the cut
     per_task = config.bytes_per_partition * config.partitions_per_task
     scanned, partitions, unsplittable = 0, [], ""
     pending = [plan]
     while pending:
         node = pending.pop()
-        children = node.children()
-        line = node.display().split("\n", 1)[0].strip()
-        name = line.split(":", 1)[0].strip()
-        if name.endswith("SinkExec"):
-            return None  # a write: staged over tasks by the cut
-        if children:
+        if children := node.children():
             pending.extend(children)
             continue
-        if name in READS_NOTHING:
-            unsplittable = unsplittable or f"{name} is a source that cannot be split"
-            continue
         try:
-            raw = node.to_bytes()
+            leaf = PlanNode.from_plan(node, node.to_bytes())
         except Exception:  # a node of an extension: DataFusion raises plain Exception
             return None
-        if scan_kind(raw) is None or feed_scan_ref(raw) is not None:
+        if leaf.name in READS_NOTHING:
+            unsplittable = unsplittable or f"{leaf.name} is a source that cannot be split"
+            continue
+        if scan_kind(leaf.raw) is None or feed_scan_ref(leaf.raw) is not None:
             return None  # a memory table, a feed, a stream of rows: sized by the cut
-        scanned += scanned_bytes(PlanNode(name, line, node.partition_count, raw, ()))
-        partitions.append(node.partition_count)
+        scanned += scanned_bytes(leaf)
+        partitions.append(leaf.partitions)
         if scanned > per_task:
             return None
     if not partitions:
